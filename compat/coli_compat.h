@@ -1,0 +1,167 @@
+// coli_compat.h — the ONE vendor header of colibri-gpu.
+//
+// Every difference between NVIDIA and AMD lives here; src/ never tests a vendor macro, includes a
+// vendor header or calls a vendor intrinsic (compat/check_vendor_leaks.py enforces it).
+//
+// Three compilation modes:
+//   nvcc  (__CUDACC__)          pass-through to the CUDA runtime; CUDA intrinsics.
+//   hipcc (__HIPCC__/__HIP__)   the CUDA runtime names src/gpu uses are mapped onto HIP.
+//   host  (g++/clang++)         no vendor header at all: COLI_HD is empty, so headers shared by the
+//                               CPU reference and the kernels compile as plain C++.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+
+#if defined(__HIPCC__) || defined(__HIP__)
+#define COLI_GPU_VENDOR_HIP 1
+#include <hip/hip_runtime.h>
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_HCC__)
+#error "colibri-gpu compiles HIP for AMD only; build NVIDIA GPUs with -Dgpu=cuda (nvcc)"
+#endif // !__HIP_PLATFORM_AMD__
+
+// CUDA runtime names used by src/gpu, mapped onto HIP. Add a name here when src/gpu needs one.
+#define cudaError_t hipError_t
+#define cudaSuccess hipSuccess
+#define cudaErrorNoDevice hipErrorNoDevice
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetErrorName hipGetErrorName
+#define cudaGetLastError hipGetLastError
+#define cudaGetDeviceCount hipGetDeviceCount
+#define cudaGetDeviceProperties hipGetDeviceProperties
+#define cudaDeviceProp hipDeviceProp_t
+#define cudaSetDevice hipSetDevice
+#define cudaDriverGetVersion hipDriverGetVersion
+#define cudaRuntimeGetVersion hipRuntimeGetVersion
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree
+#define cudaMemcpy hipMemcpy
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaDeviceSynchronize hipDeviceSynchronize
+#define cudaMemGetInfo hipMemGetInfo
+
+#define COLI_GPU_RUNTIME_NAME "HIP"
+#define COLI_GPU_VENDOR_NAME "AMD"
+#define COLI_GPU_BACKEND_NAME "hip"
+
+#elif defined(__CUDACC__)
+#define COLI_GPU_VENDOR_CUDA 1
+#include <cuda_runtime.h>
+#define COLI_GPU_RUNTIME_NAME "CUDA"
+#define COLI_GPU_VENDOR_NAME "NVIDIA"
+#define COLI_GPU_BACKEND_NAME "cuda"
+#endif // vendor selection
+
+#if defined(COLI_GPU_VENDOR_HIP) || defined(COLI_GPU_VENDOR_CUDA)
+#define COLI_GPU_COMPILER 1
+#define COLI_HD __host__ __device__
+#define COLI_DEVICE __device__
+#else
+#define COLI_HD
+#endif // COLI_GPU_VENDOR_*
+
+// True in the device compilation pass only (kernels and __device__ code).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define COLI_DEVICE_PASS 1
+#endif // device pass
+
+// ---------------------------------------------------------------------------------------------
+// Float operations that must round exactly once, as written (docs/numerics.md).
+//
+// Exact mode is specified bit for bit, so no product may be fused into a following add. nvcc
+// contracts a*b+c into an FMA by default: its __f*_rn intrinsics are never contracted. hipcc
+// (clang) defaults to -ffp-contract=fast, which fuses even across inlined functions unless the
+// operation itself is marked; the pragma does that. Host builds use -ffp-contract=off.
+// Division and the reciprocal are IEEE (nvcc -prec-div=true; HIP's correctly rounded default).
+// ---------------------------------------------------------------------------------------------
+#if defined(COLI_DEVICE_PASS) && defined(COLI_GPU_VENDOR_CUDA)
+COLI_HD inline float coli_fmul_rn(float a, float b) { return __fmul_rn(a, b); }
+COLI_HD inline float coli_fadd_rn(float a, float b) { return __fadd_rn(a, b); }
+COLI_HD inline float coli_fdiv_rn(float a, float b) { return __fdiv_rn(a, b); }
+#else
+COLI_HD inline float coli_fmul_rn(float a, float b) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif // __clang__
+    return a * b;
+}
+COLI_HD inline float coli_fadd_rn(float a, float b) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif // __clang__
+    return a + b;
+}
+COLI_HD inline float coli_fdiv_rn(float a, float b) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif // __clang__
+    return a / b;
+}
+#endif // device pass, CUDA
+
+// ---------------------------------------------------------------------------------------------
+// Device-side capabilities (meaningful in the device pass; the host pass sees the defaults).
+// ---------------------------------------------------------------------------------------------
+
+// Warp/wavefront size as a compile-time constant of the target being compiled: 32 on NVIDIA and
+// RDNA (wave32), 64 on GCN/CDNA. Never ROCm's run-time warpSize (ROCm 7 made it a variable).
+#if defined(COLI_GPU_VENDOR_HIP) && defined(__AMDGCN_WAVEFRONT_SIZE)
+#define COLI_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define COLI_WARP_SIZE 32
+#endif // wavefront size
+
+// Tensor-core (NVIDIA mma.sync) availability of the target being compiled. An NVIDIA-only path
+// is compiled only where this is 1; HIP always takes the portable kernels, so no empty kernel can
+// ever be selected at run time.
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define COLI_HAS_NV_TENSOR_CORES 1
+#else
+#define COLI_HAS_NV_TENSOR_CORES 0
+#endif // tensor cores
+
+#if defined(COLI_GPU_COMPILER)
+// Four signed int8 lanes of a and b multiplied and summed into c, exact in int32.
+COLI_DEVICE inline int coli_dot4_i8(int a, int b, int c) {
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__)
+    return __dp4a(a, b, c);
+#elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1030__) || defined(__gfx1031__) || \
+    defined(__gfx1032__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__)
+    return __builtin_amdgcn_sdot4(a, b, c, false); // v_dot4_i32_i8, no clamping
+#else
+    // Portable fallback (gfx900, gfx1010, the host pass): the same exact integer sum.
+    for (int k = 0; k < 4; ++k) {
+        c += (int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k));
+    }
+    return c;
+#endif // dot4 selection
+}
+
+// Architecture name of a device ("sm_90", "gfx90a"), written into out.
+inline void coli_gpu_arch_name(const cudaDeviceProp &prop, char *out, size_t n) {
+#if defined(COLI_GPU_VENDOR_HIP)
+    size_t k = 0;
+    for (; k + 1 < n && prop.gcnArchName[k] && prop.gcnArchName[k] != ':'; ++k) out[k] = prop.gcnArchName[k];
+    if (n) out[k] = '\0';
+#else
+    snprintf(out, n, "sm_%d%d", prop.major, prop.minor);
+#endif // vendor
+}
+
+// Whether the device has NVIDIA tensor cores usable by the compile-gated paths (sm_80 and later).
+inline bool coli_gpu_has_nv_tensor_cores(const cudaDeviceProp &prop) {
+#if defined(COLI_GPU_VENDOR_HIP)
+    (void)prop;
+    return false;
+#else
+    return prop.major >= 8;
+#endif // vendor
+}
+
+// Warp size of a device as the runtime reports it (host side, for launch configuration checks).
+inline int coli_gpu_warp_size(const cudaDeviceProp &prop) { return prop.warpSize; }
+#endif // COLI_GPU_COMPILER
