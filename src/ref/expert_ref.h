@@ -1,0 +1,19 @@
+// Expert composition as the contract states it (docs/numerics.md): the fused expert MLP and the
+// expert group, written once over any matmul. With ref::matmul it is the reference; the CPU
+// backend passes its own matmul, whose results are bit-identical.
+#pragma once
+
+#include "ref/weights_view.h"
+
+namespace coli::ref {
+
+// y[S][D] = down(silu(gate(x)) * up(x)); in exact mode down() re-quantizes h per row.
+void expert_mlp(MatmulFn mm, const ExpertView &E, const float *x, float *y, int64_t S, int numerics);
+
+// Expert e takes the next rows[e] rows of x. y [n_tokens][D] starts at +0; then, in call order,
+// y[tok][d] = y[tok][d] + weight * out[r][d] (the product rounded, then added).
+void expert_group(MatmulFn mm, const ExpertView *experts, int n_experts, const int64_t *rows,
+                  const float *x, const int64_t *row_token, const float *row_weight, float *y,
+                  int64_t n_tokens, int numerics);
+
+} // namespace coli::ref
