@@ -1,0 +1,140 @@
+// C API: version, lifecycle (init/shutdown), device queries, resident-set statistics.
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "api/env.h"
+#include "api/errors.h"
+#include "api/host_info.h"
+#include "api/runtime.h"
+#include "cpu/matmul_cpu.h"
+#include "gpu/gpu_backend.h"
+
+using namespace coli;
+
+#ifndef COLI_VERSION_STRING
+#define COLI_VERSION_STRING "unknown"
+#endif // COLI_VERSION_STRING
+
+extern "C" {
+
+COLI_API int coli_abi_version(void) { return COLI_ABI_VERSION; }
+
+COLI_API const char *coli_version(void) { return COLI_VERSION_STRING; }
+
+COLI_API const char *coli_gpu_backend(void) { return gpu::backend_name(); }
+
+COLI_API coli_status coli_gpu_count(int *count) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        if (!count) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "count must not be NULL");
+        std::string why;
+        const coli_status st = gpu::device_count(count, &why);
+        return st == COLI_OK ? COLI_OK : fail(st, fn, why);
+    });
+}
+
+COLI_API coli_status coli_device_info_get(int device, coli_device_info *info) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        if (!info) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "info must not be NULL");
+        if (device == COLI_DEVICE_CPU) {
+            host_device_info(info);
+            return COLI_OK;
+        }
+        if (device < 0) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                        "device " + std::to_string(device) + " is neither COLI_DEVICE_CPU (-1) nor a GPU ordinal");
+        }
+        coli_device_info tmp;
+        std::string why;
+        const coli_status st = gpu::device_info(device, &tmp, &why);
+        if (st != COLI_OK) return fail(st, fn, why);
+        *info = tmp;
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_init(const int *devices, int count) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        Runtime &rt = runtime();
+        std::unique_lock<std::shared_mutex> lock(rt.mutex);
+        if (rt.initialized) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "already initialized; call coli_shutdown() first");
+        }
+        if (count < 0 || (count > 0 && !devices)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "devices must hold count >= 0 entries");
+        }
+        std::vector<int> wanted(devices, devices + count);
+        if (wanted.empty()) wanted.push_back(COLI_DEVICE_CPU);
+        for (size_t k = 0; k < wanted.size(); ++k) {
+            const int d = wanted[k];
+            if (std::count(wanted.begin(), wanted.end(), d) > 1) {
+                return fail(COLI_ERR_INVALID_ARGUMENT, fn, "device " + std::to_string(d) + " listed twice");
+            }
+            if (d == COLI_DEVICE_CPU) continue;
+            if (d < 0) {
+                return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                            "device " + std::to_string(d) + " is neither COLI_DEVICE_CPU (-1) nor a GPU ordinal");
+            }
+            coli_device_info info;
+            std::string why;
+            const coli_status st = gpu::device_info(d, &info, &why);
+            if (st != COLI_OK) return fail(st, fn, "GPU " + std::to_string(d) + ": " + why);
+            // The device exists, but this release computes on the CPU backend only.
+            return fail(COLI_ERR_UNSUPPORTED, fn,
+                        "GPU " + std::to_string(d) + " (" + info.name +
+                            ") found, but GPU execution is not implemented in this release; use COLI_DEVICE_CPU");
+        }
+        long threads = 0;
+        std::string why;
+        const long hw = std::max(1u, std::thread::hardware_concurrency());
+        if (!env_int("COLI_CPU_THREADS", 1, 4096, hw, &threads, &why)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        }
+        cpu::set_threads(static_cast<int>(threads));
+        rt.devices = wanted;
+        rt.initialized = true;
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_shutdown(void) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        Runtime &rt = runtime();
+        std::unique_lock<std::shared_mutex> lock(rt.mutex);
+        for (const coli_tensor_t *t : rt.live) delete t;
+        rt.live.clear();
+        rt.stats.clear();
+        rt.devices.clear();
+        rt.initialized = false;
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_stats_get(int device, coli_stats *stats) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        if (!stats) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "stats must not be NULL");
+        Runtime &rt = runtime();
+        std::shared_lock<std::shared_mutex> lock(rt.mutex);
+        if (device != COLI_DEVICE_ALL && device != COLI_DEVICE_CPU && !rt.has_device(device)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                        "device " + std::to_string(device) + " was not started by coli_init");
+        }
+        coli_stats sum{0, 0};
+        for (const auto &[d, s] : rt.stats) {
+            if (device == COLI_DEVICE_ALL || device == d) {
+                sum.tensors += s.tensors;
+                sum.bytes += s.bytes;
+            }
+        }
+        *stats = sum;
+        return COLI_OK;
+    });
+}
+
+} // extern "C"

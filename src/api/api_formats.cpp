@@ -1,0 +1,70 @@
+// C API: weight format sizes, quantizers and dequantizers.
+#include <cmath>
+#include <string>
+
+#include "api/errors.h"
+#include "formats/layout.h"
+#include "formats/quantize.h"
+
+using namespace coli;
+
+extern "C" {
+
+COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs, size_t *weight_bytes,
+                                       size_t *scale_count) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        Layout L;
+        std::string why;
+        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        if (!weight_bytes || !scale_count) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "weight_bytes and scale_count must not be NULL");
+        }
+        *weight_bytes = L.weight_bytes;
+        *scale_count = L.scale_count;
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, const float *w, void *weights,
+                                   float *scales) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        Layout L;
+        std::string why;
+        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        if (!w || !weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w and weights must not be NULL");
+        if (L.has_scales() && !scales) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                        std::string("scales must not be NULL for format ") + format_name(fmt));
+        }
+        const int64_t n = O * I;
+        for (int64_t k = 0; k < n; ++k) {
+            if (!std::isfinite(w[k])) {
+                return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                            "w[" + std::to_string(k / I) + "][" + std::to_string(k % I) + "] is not finite");
+            }
+        }
+        quantize(L, w, static_cast<uint8_t *>(weights), scales);
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_dequantize(int fmt, int64_t O, int64_t I, int64_t gs, const void *weights,
+                                     const float *scales, float *w) {
+    const char *fn = __func__;
+    return guarded(fn, [&] {
+        Layout L;
+        std::string why;
+        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        if (!w || !weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w and weights must not be NULL");
+        if (L.has_scales() && !scales) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                        std::string("scales must not be NULL for format ") + format_name(fmt));
+        }
+        dequantize(L, static_cast<const uint8_t *>(weights), scales, w);
+        return COLI_OK;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,113 @@
+// C API: tensor upload, in-place update, free and description.
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "api/errors.h"
+#include "api/runtime.h"
+
+using namespace coli;
+
+namespace {
+
+coli_status check_data(const char *fn, const Layout &L, const void *weights, const float *scales) {
+    if (!weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "weights must not be NULL");
+    if (L.has_scales() && !scales) {
+        return fail(COLI_ERR_INVALID_ARGUMENT, fn, std::string("scales must not be NULL for format ") + format_name(L.fmt));
+    }
+    return COLI_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, int64_t I, int64_t gs,
+                                        const void *weights, const float *scales, int device) {
+    const char *fn = __func__;
+    return guarded(fn, [&]() -> coli_status {
+        if (!out) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "out must not be NULL");
+        Layout L;
+        std::string why;
+        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        if (const coli_status st = check_data(fn, L, weights, scales); st != COLI_OK) return st;
+        Runtime &rt = runtime();
+        std::unique_lock<std::shared_mutex> lock(rt.mutex);
+        if (!rt.initialized) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "coli_init() has not been called");
+        if (!rt.has_device(device)) {
+            return fail(COLI_ERR_NO_DEVICE, fn, "device " + std::to_string(device) + " was not started by coli_init");
+        }
+        auto t = std::make_unique<coli_tensor_t>();
+        t->layout = L;
+        t->device = device;
+        try {
+            t->weights.resize(L.weight_bytes);
+            t->scales.resize(L.scale_count);
+        } catch (const std::bad_alloc &) {
+            return fail(COLI_ERR_OUT_OF_MEMORY, fn,
+                        "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
+        } catch (const std::length_error &) {
+            return fail(COLI_ERR_OUT_OF_MEMORY, fn,
+                        "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
+        }
+        std::memcpy(t->weights.data(), weights, L.weight_bytes);
+        if (L.has_scales()) std::memcpy(t->scales.data(), scales, L.scale_bytes());
+        rt.live.insert(t.get()); // may throw: nothing is accounted yet
+        rt.account(device, 1, static_cast<int64_t>(L.total_bytes()));
+        *out = t.release();
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_tensor_update(coli_tensor t, const void *weights, const float *scales) {
+    const char *fn = __func__;
+    return guarded(fn, [&]() -> coli_status {
+        Runtime &rt = runtime();
+        std::unique_lock<std::shared_mutex> lock(rt.mutex);
+        if (!t || !rt.is_live(t)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is not a live tensor (NULL, freed or never uploaded)");
+        }
+        if (const coli_status st = check_data(fn, t->layout, weights, scales); st != COLI_OK) return st;
+        std::memcpy(t->weights.data(), weights, t->layout.weight_bytes);
+        if (t->layout.has_scales()) std::memcpy(t->scales.data(), scales, t->layout.scale_bytes());
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_tensor_free(coli_tensor t) {
+    const char *fn = __func__;
+    return guarded(fn, [&]() -> coli_status {
+        Runtime &rt = runtime();
+        std::unique_lock<std::shared_mutex> lock(rt.mutex);
+        if (!t || !rt.is_live(t)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
+                        "t is not a live tensor (NULL, freed twice or never uploaded)");
+        }
+        rt.live.erase(t);
+        rt.account(t->device, -1, -static_cast<int64_t>(t->layout.total_bytes()));
+        delete t;
+        return COLI_OK;
+    });
+}
+
+COLI_API coli_status coli_tensor_describe(coli_tensor t, coli_tensor_desc *desc) {
+    const char *fn = __func__;
+    return guarded(fn, [&]() -> coli_status {
+        Runtime &rt = runtime();
+        std::shared_lock<std::shared_mutex> lock(rt.mutex);
+        if (!t || !rt.is_live(t)) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is not a live tensor (NULL, freed or never uploaded)");
+        }
+        if (!desc) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "desc must not be NULL");
+        desc->format = t->layout.fmt;
+        desc->O = t->layout.O;
+        desc->I = t->layout.I;
+        desc->gs = t->layout.gs;
+        desc->device = t->device;
+        desc->bytes = t->layout.total_bytes();
+        return COLI_OK;
+    });
+}
+
+} // extern "C"
