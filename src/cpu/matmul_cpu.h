@@ -1,7 +1,9 @@
 // CPU backend matmul: what coli_matmul runs on COLI_DEVICE_CPU. Bit-identical to ref::matmul in
-// BOTH modes (tested): blocks of 8 output rows are decoded once into a transposed buffer, and
-// each lane keeps the reference's sequential order over i, so the compiler can vectorise across
-// lanes (AVX2 clone where the CPU has it, SSE2 otherwise) without reassociating any sum.
+// BOTH modes (tested), vectorised by the compiler (an AVX2 clone where the CPU has it, the
+// baseline otherwise) and split across threads by blocks of 8 output rows:
+//  - exact: integer dot products straight over the packed bytes (any order is exact);
+//  - float: 8 rows decoded once into a transposed buffer; each lane keeps the reference's
+//    sequential order over i, so vectorising across lanes reassociates no sum.
 #pragma once
 
 #include "ref/weights_view.h"

@@ -5,6 +5,7 @@
 #include "catch_compat.h"
 #include "cpu/matmul_cpu.h"
 #include "ref/matmul_ref.h"
+#include "registry.h"
 #include "test_support.h"
 
 using namespace coli;
@@ -122,19 +123,22 @@ TEST_CASE("float mode stays within the documented NMSE of double precision", "[m
     }
 }
 
-TEST_CASE("the CPU backend equals the reference bit for bit in both modes", "[matmul][cpu]") {
+TEST_CASE("every registered variant equals the reference bit for bit in both modes", "[matmul][cpu]") {
     const int threads = GENERATE(1, 2, 3);
     cpu::set_threads(threads);
-    for (const Shape &c : kShapes) {
-        for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
-            if (mode == COLI_NUMERICS_EXACT && c.fmt == COLI_FORMAT_F32) continue;
-            INFO(format_name(c.fmt) << " O=" << c.O << " I=" << c.I << " S=" << c.S << " mode=" << mode
-                                    << " threads=" << threads);
-            const Quantized q = random_quantized(c.fmt, c.O, c.I, c.gs, 300 + c.I);
-            const std::vector<float> x = random_normal(static_cast<size_t>(c.S * c.I), 400 + c.O);
-            const std::vector<float> want = run(ref::matmul, q, x, c.S, mode);
-            const std::vector<float> got = run(cpu::matmul, q, x, c.S, mode);
-            CHECK(count_bit_differences(want.data(), got.data(), want.size()) == 0);
+    REQUIRE(matmul_variants().at(0).is_reference);
+    for (const MatmulVariant &v : matmul_variants()) {
+        for (const Shape &c : kShapes) {
+            for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+                if (mode == COLI_NUMERICS_EXACT && c.fmt == COLI_FORMAT_F32) continue;
+                INFO(v.name << " " << format_name(c.fmt) << " O=" << c.O << " I=" << c.I << " S=" << c.S
+                            << " mode=" << mode << " threads=" << threads);
+                const Quantized q = random_quantized(c.fmt, c.O, c.I, c.gs, 300 + c.I);
+                const std::vector<float> x = random_normal(static_cast<size_t>(c.S * c.I), 400 + c.O);
+                const std::vector<float> want = run(ref::matmul, q, x, c.S, mode);
+                const std::vector<float> got = run(v.fn, q, x, c.S, mode);
+                CHECK(count_bit_differences(want.data(), got.data(), want.size()) == 0);
+            }
         }
     }
     cpu::set_threads(1);
