@@ -1,0 +1,100 @@
+// Matmul benchmarks of every registered host variant (src/registry.h) at the GLM-5 expert shapes,
+// for every format and numerics mode. Counters: weight bytes per second and FLOP per second.
+//
+//   coli-bench-matmul --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "api/env.h"
+#include "cpu/matmul_cpu.h"
+#include "formats/quantize.h"
+#include "registry.h"
+
+using namespace coli;
+
+namespace {
+
+struct Case {
+    Layout L;
+    std::vector<uint8_t> weights;
+    std::vector<float> scales;
+    std::vector<float> x, y;
+};
+
+Case make_case(int fmt, int64_t O, int64_t I, int64_t S) {
+    Case c;
+    std::string why;
+    make_layout(fmt, O, I, fmt == COLI_FORMAT_G4 ? 128 : 0, &c.L, &why);
+    std::vector<float> w(static_cast<size_t>(O * I));
+    uint32_t state = 12345;
+    auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
+    };
+    for (auto &v : w) v = 0.05f * next();
+    c.weights.resize(c.L.weight_bytes);
+    c.scales.resize(c.L.scale_count);
+    quantize(c.L, w.data(), c.weights.data(), c.scales.data());
+    c.x.resize(static_cast<size_t>(S * I));
+    for (auto &v : c.x) v = next();
+    c.y.resize(static_cast<size_t>(S * O));
+    return c;
+}
+
+void bench_matmul(benchmark::State &state, MatmulFn fn, int fmt, int mode, int64_t O, int64_t I) {
+    const int64_t S = state.range(0);
+    Case c = make_case(fmt, O, I, S);
+    const WeightsView W{c.L, c.weights.data(), c.scales.empty() ? nullptr : c.scales.data()};
+    for (auto _ : state) {
+        fn(W, c.x.data(), c.y.data(), S, mode);
+        benchmark::DoNotOptimize(c.y.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["weight_bytes_per_second"] =
+        benchmark::Counter(static_cast<double>(c.L.total_bytes()), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["flop_per_second"] = benchmark::Counter(2.0 * static_cast<double>(O * I * S),
+                                                           benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["threads"] = cpu::threads();
+}
+
+void register_all() {
+    const int formats[] = {COLI_FORMAT_F32, COLI_FORMAT_Q8, COLI_FORMAT_Q4, COLI_FORMAT_Q2, COLI_FORMAT_G4};
+    const int64_t shapes[][2] = {{kGlm5ExpertIntermediate, kGlm5Hidden}, {kGlm5Hidden, kGlm5ExpertIntermediate}};
+    for (const MatmulVariant &v : matmul_variants()) {
+        for (int fmt : formats) {
+            for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+                if (mode == COLI_NUMERICS_EXACT && fmt == COLI_FORMAT_F32) continue;
+                for (const auto &shape : shapes) {
+                    const std::string name = std::string("BM_matmul/") + v.name + "/" + format_name(fmt) + "/" +
+                                             (mode == COLI_NUMERICS_EXACT ? "exact" : "float") +
+                                             "/O:" + std::to_string(shape[0]) + "/I:" + std::to_string(shape[1]);
+                    auto *b = benchmark::RegisterBenchmark(name.c_str(), bench_matmul, v.fn, fmt, mode, shape[0], shape[1]);
+                    b->ArgName("S")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+                    if (!v.is_reference) b->Arg(8)->Arg(32); // the reference is too slow for prefill rows
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    // One core by default, comparable across machines; COLI_BENCH_THREADS overrides.
+    long threads = 1;
+    std::string why;
+    if (!env_int("COLI_BENCH_THREADS", 1, 4096, 1, &threads, &why)) {
+        std::fprintf(stderr, "coli-bench-matmul: %s\n", why.c_str());
+        return 2;
+    }
+    cpu::set_threads(static_cast<int>(threads));
+    register_all();
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
