@@ -358,3 +358,31 @@ TEST_CASE("concurrent compute calls give the single-threaded results", "[api][co
     for (size_t d : diffs) CHECK(d == 0);
     coli_tensor_free(t);
 }
+
+TEST_CASE("format sizes, quantize and dequantize through the API, with their rejected inputs", "[api][formats]") {
+    size_t wb = 0, sc = 0;
+    REQUIRE(coli_format_sizes(COLI_FORMAT_G4, 3, 20, 8, &wb, &sc) == COLI_OK);
+    CHECK((wb == 30 && sc == 9));
+    expect_error(coli_format_sizes(9, 3, 20, 0, &wb, &sc), COLI_ERR_INVALID_ARGUMENT, "coli_format_sizes", "unknown format code 9");
+    expect_error(coli_format_sizes(COLI_FORMAT_Q8, 3, 20, 0, nullptr, &sc), COLI_ERR_INVALID_ARGUMENT, "coli_format_sizes", "NULL");
+    std::vector<float> w = random_normal(3 * 20, 1);
+    std::vector<uint8_t> q(wb, 0xEE);
+    std::vector<float> s(sc, 7.0f), back(60);
+    REQUIRE(coli_quantize(COLI_FORMAT_G4, 3, 20, 8, w.data(), q.data(), s.data()) == COLI_OK);
+    REQUIRE(coli_dequantize(COLI_FORMAT_G4, 3, 20, 8, q.data(), s.data(), back.data()) == COLI_OK);
+    const Quantized direct = quantized(COLI_FORMAT_G4, 3, 20, 8, w);
+    CHECK(q == direct.weights);
+    CHECK(s == direct.scales);
+    // A non-finite weight is refused by name, and nothing is written.
+    const std::vector<uint8_t> q_before = q;
+    w[1 * 20 + 2] = std::nanf("");
+    expect_error(coli_quantize(COLI_FORMAT_G4, 3, 20, 8, w.data(), q.data(), s.data()), COLI_ERR_INVALID_ARGUMENT,
+                 "coli_quantize", "w[1][2] is not finite");
+    CHECK(q == q_before);
+    expect_error(coli_quantize(COLI_FORMAT_Q4, 3, 20, 0, w.data(), q.data(), nullptr), COLI_ERR_INVALID_ARGUMENT,
+                 "coli_quantize", "scales");
+    expect_error(coli_dequantize(COLI_FORMAT_Q4, 3, 20, 0, nullptr, s.data(), back.data()), COLI_ERR_INVALID_ARGUMENT,
+                 "coli_dequantize", "NULL");
+    expect_error(coli_dequantize(COLI_FORMAT_G4, 3, 20, 0, q.data(), s.data(), back.data()), COLI_ERR_INVALID_ARGUMENT,
+                 "coli_dequantize", "group size");
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The whole test suite: configures, builds and tests each GPU backend configuration, then prints
+# one summary line "N passed, N failed, N skipped" summed over all of them.
+#
+#   tools/test-all.sh                 none cuda hip (what CI runs)
+#   tools/test-all.sh none cuda       a subset
+#
+# none: builds and runs every test. cuda/hip: compile and link, then run every test; tests that
+# need a device exit 77 (SKIP) where there is none, and run where there is one.
+# Targets: COLI_CUDA_ARCH (default sm_80,sm_90), COLI_HIP_ARCH (default gfx1030,gfx90a: one wave32
+# and one wave64 target). Build directories: build/<config>, reused when present.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+configs=("$@")
+((${#configs[@]})) || configs=(none cuda hip)
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$cuda_home/bin:$PATH"
+
+passed=0 failed=0 skipped=0
+common=(--wrap-mode=nodownload -Dtests=enabled -Dconformance=enabled -Dbench=enabled)
+
+count_results() { # testlog.json -> "passed failed skipped"
+    /usr/bin/env python3 - "$1" <<'PY'
+import json, sys
+r = [json.loads(l)["result"] for l in open(sys.argv[1]) if l.strip()]
+ok = sum(x in ("OK", "EXPECTEDFAIL") for x in r)
+sk = r.count("SKIP")
+print(ok, len(r) - ok - sk, sk)
+PY
+}
+
+for cfg in "${configs[@]}"; do
+    dir=build/$cfg
+    case $cfg in
+    none) opts=(-Dgpu=none) ;;
+    cuda) opts=(-Dgpu=cuda "-Dgpu_arch=${COLI_CUDA_ARCH:-sm_80,sm_90}") ;;
+    hip) opts=(-Dgpu=hip "-Dgpu_arch=${COLI_HIP_ARCH:-gfx1030,gfx90a}") ;;
+    *) echo "test-all: unknown configuration '$cfg' (none, cuda, hip)"; exit 2 ;;
+    esac
+    echo "=== $cfg: configure, build, test"
+    if [[ -d $dir/meson-private ]]; then setup=(meson setup --reconfigure); else setup=(meson setup); fi
+    if ! "${setup[@]}" "$dir" "${common[@]}" "${opts[@]}" || ! meson compile -C "$dir"; then
+        echo "=== $cfg: configure or build FAILED"
+        failed=$((failed + 1))
+        continue
+    fi
+    rm -f "$dir/meson-logs/testlog.json"
+    meson test -C "$dir" --print-errorlogs --num-processes 2
+    if [[ -f $dir/meson-logs/testlog.json ]]; then
+        read -r p f s < <(count_results "$dir/meson-logs/testlog.json")
+    else
+        p=0 f=1 s=0
+    fi
+    echo "=== $cfg: $p passed, $f failed, $s skipped"
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+((failed == 0 && passed > 0))
