@@ -10,51 +10,25 @@
 
 #include "api/env.h"
 #include "cpu/matmul_cpu.h"
-#include "formats/quantize.h"
 #include "registry.h"
+#include "testing/test_data.h"
 
 using namespace coli;
 
 namespace {
 
-struct Case {
-    Layout L;
-    std::vector<uint8_t> weights;
-    std::vector<float> scales;
-    std::vector<float> x, y;
-};
-
-Case make_case(int fmt, int64_t O, int64_t I, int64_t S) {
-    Case c;
-    std::string why;
-    make_layout(fmt, O, I, fmt == COLI_FORMAT_G4 ? 128 : 0, &c.L, &why);
-    std::vector<float> w(static_cast<size_t>(O * I));
-    uint32_t state = 12345;
-    auto next = [&] {
-        state = state * 1664525u + 1013904223u;
-        return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
-    };
-    for (auto &v : w) v = 0.05f * next();
-    c.weights.resize(c.L.weight_bytes);
-    c.scales.resize(c.L.scale_count);
-    quantize(c.L, w.data(), c.weights.data(), c.scales.data());
-    c.x.resize(static_cast<size_t>(S * I));
-    for (auto &v : c.x) v = next();
-    c.y.resize(static_cast<size_t>(S * O));
-    return c;
-}
-
 void bench_matmul(benchmark::State &state, MatmulFn fn, int fmt, int mode, int64_t O, int64_t I) {
     const int64_t S = state.range(0);
-    Case c = make_case(fmt, O, I, S);
-    const WeightsView W{c.L, c.weights.data(), c.scales.empty() ? nullptr : c.scales.data()};
+    const testing::Quantized q = testing::random_quantized(fmt, O, I, fmt == COLI_FORMAT_G4 ? 128 : 0, 1);
+    const std::vector<float> x = testing::random_normal(static_cast<size_t>(S * I), 2);
+    std::vector<float> y(static_cast<size_t>(S * O));
     for (auto _ : state) {
-        fn(W, c.x.data(), c.y.data(), S, mode);
-        benchmark::DoNotOptimize(c.y.data());
+        fn(q.view(), x.data(), y.data(), S, mode);
+        benchmark::DoNotOptimize(y.data());
         benchmark::ClobberMemory();
     }
     state.counters["weight_bytes_per_second"] =
-        benchmark::Counter(static_cast<double>(c.L.total_bytes()), benchmark::Counter::kIsIterationInvariantRate);
+        benchmark::Counter(static_cast<double>(q.L.total_bytes()), benchmark::Counter::kIsIterationInvariantRate);
     state.counters["flop_per_second"] = benchmark::Counter(2.0 * static_cast<double>(O * I * S),
                                                            benchmark::Counter::kIsIterationInvariantRate);
     state.counters["threads"] = cpu::threads();

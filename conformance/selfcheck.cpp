@@ -17,13 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "coli/coli.h"
-#include "formats/quantize.h"
-#include "numerics/exact_math.h"
 #include "ref/expert_ref.h"
 #include "ref/matmul_ref.h"
 #include "registry.h"
+#include "testing/test_data.h"
 
 using namespace coli;
+using namespace coli::testing;
 using json = nlohmann::json;
 
 namespace {
@@ -58,48 +58,6 @@ const Shape kMatmulShapes[] = {
     {COLI_FORMAT_F32, 256, 512, 0, 64, false},
 };
 
-class Rng {
-public:
-    explicit Rng(uint64_t seed) : s_(seed) {}
-    float normal() {
-        const double u1 = uniform() + 1e-300, u2 = uniform();
-        return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-    }
-
-private:
-    double uniform() {
-        uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return static_cast<double>((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
-    }
-    uint64_t s_;
-};
-
-std::vector<float> normal(size_t n, Rng &rng, float sigma) {
-    std::vector<float> v(n);
-    for (auto &x : v) x = sigma * rng.normal();
-    return v;
-}
-
-struct Matrix {
-    Layout L;
-    std::vector<uint8_t> weights;
-    std::vector<float> scales;
-    WeightsView view() const { return {L, weights.data(), scales.empty() ? nullptr : scales.data()}; }
-};
-
-Matrix random_matrix(int fmt, int64_t O, int64_t I, int64_t gs, Rng &rng) {
-    Matrix m;
-    std::string why;
-    if (!make_layout(fmt, O, I, gs, &m.L, &why)) throw std::runtime_error(why);
-    const std::vector<float> w = normal(static_cast<size_t>(O * I), rng, 0.05f);
-    m.weights.resize(m.L.weight_bytes);
-    m.scales.resize(m.L.scale_count);
-    quantize(m.L, w.data(), m.weights.data(), m.scales.data());
-    return m;
-}
-
 struct Metrics {
     size_t outputs = 0, bit_differences = 0;
     bool has_double = false; // nmse / max_abs / max_rel were measured against double precision
@@ -123,19 +81,6 @@ Metrics compare(const std::vector<float> &want, const std::vector<float> &got, c
     }
     m.nmse = den > 0 ? num / den : num;
     return m;
-}
-
-std::vector<double> matmul_double(const Matrix &m, const std::vector<float> &x, int64_t S) {
-    std::vector<float> w(static_cast<size_t>(m.L.O * m.L.I));
-    dequantize(m.L, m.weights.data(), m.scales.empty() ? nullptr : m.scales.data(), w.data());
-    std::vector<double> y(static_cast<size_t>(S * m.L.O));
-    for (int64_t s = 0; s < S; ++s)
-        for (int64_t o = 0; o < m.L.O; ++o) {
-            double acc = 0;
-            for (int64_t i = 0; i < m.L.I; ++i) acc += static_cast<double>(x[s * m.L.I + i]) * w[o * m.L.I + i];
-            y[s * m.L.O + o] = acc;
-        }
-    return y;
 }
 
 struct Runner {
@@ -193,9 +138,8 @@ bool passes(int mode, const Metrics &vs_ref, const Metrics &vs_double) {
 }
 
 void run_matmul(Runner &r, const Shape &c, uint64_t seed) {
-    Rng rng(seed);
-    const Matrix m = random_matrix(c.fmt, c.O, c.I, c.gs, rng);
-    const std::vector<float> x = normal(static_cast<size_t>(c.S * c.I), rng, 1.0f);
+    const Quantized m = random_quantized(c.fmt, c.O, c.I, c.gs, seed);
+    const std::vector<float> x = random_normal(static_cast<size_t>(c.S * c.I), seed + 1);
     const std::vector<double> exact = matmul_double(m, x, c.S);
     coli_tensor t = nullptr;
     if (coli_tensor_upload(&t, c.fmt, c.O, c.I, c.gs, m.weights.data(), m.scales.empty() ? nullptr : m.scales.data(),
@@ -241,20 +185,19 @@ void run_matmul(Runner &r, const Shape &c, uint64_t seed) {
 
 // Fused expert MLP and an expert group (top-k routing of a few tokens) through the API.
 void run_expert(Runner &r, int fmt, int64_t D, int64_t F, int n_experts, int64_t tokens, int top_k, uint64_t seed) {
-    Rng rng(seed);
     const int64_t gs = fmt == COLI_FORMAT_G4 ? 64 : 0;
-    std::vector<Matrix> mats;
+    std::vector<Quantized> mats;
     std::vector<coli_expert> experts;
     std::vector<ExpertView> views;
     for (int e = 0; e < n_experts; ++e) {
-        mats.push_back(random_matrix(fmt, F, D, gs, rng));
-        mats.push_back(random_matrix(fmt, F, D, gs, rng));
-        mats.push_back(random_matrix(fmt, D, F, gs, rng));
+        mats.push_back(random_quantized(fmt, F, D, gs, seed + 3 * e));
+        mats.push_back(random_quantized(fmt, F, D, gs, seed + 3 * e + 1));
+        mats.push_back(random_quantized(fmt, D, F, gs, seed + 3 * e + 2));
     }
     for (int e = 0; e < n_experts; ++e) {
         coli_tensor t[3];
         for (int k = 0; k < 3; ++k) {
-            const Matrix &m = mats[3 * e + k];
+            const Quantized &m = mats[3 * e + k];
             coli_tensor_upload(&t[k], fmt, m.L.O, m.L.I, gs, m.weights.data(), m.scales.data(), r.device);
         }
         experts.push_back({t[0], t[1], t[2]});
@@ -275,7 +218,7 @@ void run_expert(Runner &r, int fmt, int64_t D, int64_t F, int n_experts, int64_t
         }
     }
     const int64_t total = static_cast<int64_t>(row_token.size());
-    const std::vector<float> x = normal(static_cast<size_t>(total * D), rng, 1.0f);
+    const std::vector<float> x = random_normal(static_cast<size_t>(total * D), seed + 1000);
     char params[96];
     std::snprintf(params, sizeof params, "%s D=%lld F=%lld experts=%d tokens=%lld top%d", format_name(fmt),
                   (long long)D, (long long)F, n_experts, (long long)tokens, top_k);
@@ -306,10 +249,9 @@ void run_expert(Runner &r, int fmt, int64_t D, int64_t F, int n_experts, int64_t
 
 // Batch invariance: every row of an S-row exact call equals the same row computed alone.
 void run_invariance(Runner &r, int fmt, uint64_t seed) {
-    Rng rng(seed);
     const int64_t O = 96, I = 320, S = 8, gs = fmt == COLI_FORMAT_G4 ? 32 : 0;
-    const Matrix m = random_matrix(fmt, O, I, gs, rng);
-    const std::vector<float> x = normal(static_cast<size_t>(S * I), rng, 1.0f);
+    const Quantized m = random_quantized(fmt, O, I, gs, seed);
+    const std::vector<float> x = random_normal(static_cast<size_t>(S * I), seed + 1);
     coli_tensor t = nullptr;
     coli_tensor_upload(&t, fmt, O, I, gs, m.weights.data(), m.scales.data(), r.device);
     std::vector<float> batch(static_cast<size_t>(S * O)), single(batch.size());

@@ -2,18 +2,21 @@
 # The whole test suite: configures, builds and tests each GPU backend configuration, then prints
 # one summary line "N passed, N failed, N skipped" summed over all of them.
 #
-#   tools/test-all.sh                 none cuda hip (what CI runs)
+#   tools/test-all.sh                 none cuda hip catch2v3 (what CI runs)
 #   tools/test-all.sh none cuda       a subset
 #
 # none: builds and runs every test. cuda/hip: compile and link, then run every test; tests that
-# need a device exit 77 (SKIP) where there is none, and run where there is one.
+# need a device exit 77 (SKIP) where there is none, and run where there is one. catch2v3: the CPU
+# build with its unit tests against Catch2 v3 instead of the system's 2.13 (fetched by
+# tools/fetch-catch2-v3.sh from Debian bookworm-backports into build/; one SKIP where that
+# source does not exist).
 # Targets: COLI_CUDA_ARCH (default sm_80,sm_90), COLI_HIP_ARCH (default gfx1030,gfx90a: one wave32
 # and one wave64 target). Build directories: build/<config>, reused when present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 configs=("$@")
-((${#configs[@]})) || configs=(none cuda hip)
+((${#configs[@]})) || configs=(none cuda hip catch2v3)
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$cuda_home/bin:$PATH"
 
@@ -36,12 +39,31 @@ for cfg in "${configs[@]}"; do
     none) opts=(-Dgpu=none) ;;
     cuda) opts=(-Dgpu=cuda "-Dgpu_arch=${COLI_CUDA_ARCH:-sm_80,sm_90}") ;;
     hip) opts=(-Dgpu=hip "-Dgpu_arch=${COLI_HIP_ARCH:-gfx1030,gfx90a}") ;;
+    catch2v3)
+        opts=(-Dgpu=none)
+        rc=0
+        tools/fetch-catch2-v3.sh build/catch2-v3-pkg || rc=$?
+        if ((rc == 77)); then
+            skipped=$((skipped + 1))
+            continue
+        elif ((rc != 0)); then
+            echo "=== $cfg: fetching Catch2 v3 FAILED"
+            failed=$((failed + 1))
+            continue
+        fi
+        export PKG_CONFIG_PATH="$PWD/build/catch2-v3-pkg/root/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+        ;;
     *) echo "test-all: unknown configuration '$cfg' (none, cuda, hip)"; exit 2 ;;
     esac
     echo "=== $cfg: configure, build, test"
     if [[ -d $dir/meson-private ]]; then setup=(meson setup --reconfigure); else setup=(meson setup); fi
     if ! "${setup[@]}" "$dir" "${common[@]}" "${opts[@]}" || ! meson compile -C "$dir"; then
         echo "=== $cfg: configure or build FAILED"
+        failed=$((failed + 1))
+        continue
+    fi
+    if [[ $cfg == catch2v3 ]] && ! grep -q COLI_CATCH2_V3 "$dir/compile_commands.json"; then
+        echo "=== $cfg: the unit tests were not built against Catch2 v3"
         failed=$((failed + 1))
         continue
     fi

@@ -6,19 +6,13 @@
 
 #include "api/errors.h"
 #include "api/runtime.h"
+#include "api/validate.h"
 #include "cpu/matmul_cpu.h"
 #include "ref/expert_ref.h"
 
 using namespace coli;
 
 namespace {
-
-coli_status check_tensor(const char *fn, const Runtime &rt, const coli_tensor_t *t, const char *name) {
-    if (!t || !rt.is_live(t)) {
-        return fail(COLI_ERR_INVALID_ARGUMENT, fn, std::string(name) + " is not a live tensor (NULL, freed or never uploaded)");
-    }
-    return COLI_OK;
-}
 
 coli_status check_numerics(const char *fn, int numerics, const Layout &L, const char *name) {
     if (numerics != COLI_NUMERICS_FLOAT && numerics != COLI_NUMERICS_EXACT) {

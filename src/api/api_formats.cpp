@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/errors.h"
+#include "api/validate.h"
 #include "formats/layout.h"
 #include "formats/quantize.h"
 
@@ -13,10 +14,9 @@ extern "C" {
 COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs, size_t *weight_bytes,
                                        size_t *scale_count) {
     const char *fn = __func__;
-    return guarded(fn, [&] {
+    return guarded(fn, [&]() -> coli_status {
         Layout L;
-        std::string why;
-        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
+        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
         if (!weight_bytes || !scale_count) {
             return fail(COLI_ERR_INVALID_ARGUMENT, fn, "weight_bytes and scale_count must not be NULL");
         }
@@ -29,15 +29,11 @@ COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs
 COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, const float *w, void *weights,
                                    float *scales) {
     const char *fn = __func__;
-    return guarded(fn, [&] {
+    return guarded(fn, [&]() -> coli_status {
         Layout L;
-        std::string why;
-        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
-        if (!w || !weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w and weights must not be NULL");
-        if (L.has_scales() && !scales) {
-            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
-                        std::string("scales must not be NULL for format ") + format_name(fmt));
-        }
+        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
+        if (const coli_status st = check_weight_buffers(fn, L, weights, scales); st != COLI_OK) return st;
+        if (!w) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w must not be NULL");
         const int64_t n = O * I;
         for (int64_t k = 0; k < n; ++k) {
             if (!std::isfinite(w[k])) {
@@ -53,15 +49,11 @@ COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, co
 COLI_API coli_status coli_dequantize(int fmt, int64_t O, int64_t I, int64_t gs, const void *weights,
                                      const float *scales, float *w) {
     const char *fn = __func__;
-    return guarded(fn, [&] {
+    return guarded(fn, [&]() -> coli_status {
         Layout L;
-        std::string why;
-        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
-        if (!w || !weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w and weights must not be NULL");
-        if (L.has_scales() && !scales) {
-            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
-                        std::string("scales must not be NULL for format ") + format_name(fmt));
-        }
+        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
+        if (const coli_status st = check_weight_buffers(fn, L, weights, scales); st != COLI_OK) return st;
+        if (!w) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w must not be NULL");
         dequantize(L, static_cast<const uint8_t *>(weights), scales, w);
         return COLI_OK;
     });

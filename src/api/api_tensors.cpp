@@ -6,20 +6,10 @@
 
 #include "api/errors.h"
 #include "api/runtime.h"
+#include "api/validate.h"
 
 using namespace coli;
 
-namespace {
-
-coli_status check_data(const char *fn, const Layout &L, const void *weights, const float *scales) {
-    if (!weights) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "weights must not be NULL");
-    if (L.has_scales() && !scales) {
-        return fail(COLI_ERR_INVALID_ARGUMENT, fn, std::string("scales must not be NULL for format ") + format_name(L.fmt));
-    }
-    return COLI_OK;
-}
-
-} // namespace
 
 extern "C" {
 
@@ -29,9 +19,8 @@ COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, in
     return guarded(fn, [&]() -> coli_status {
         if (!out) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "out must not be NULL");
         Layout L;
-        std::string why;
-        if (!make_layout(fmt, O, I, gs, &L, &why)) return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
-        if (const coli_status st = check_data(fn, L, weights, scales); st != COLI_OK) return st;
+        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
+        if (const coli_status st = check_weight_buffers(fn, L, weights, scales); st != COLI_OK) return st;
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
         if (!rt.initialized) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "coli_init() has not been called");
@@ -65,10 +54,8 @@ COLI_API coli_status coli_tensor_update(coli_tensor t, const void *weights, cons
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
-        if (!t || !rt.is_live(t)) {
-            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is not a live tensor (NULL, freed or never uploaded)");
-        }
-        if (const coli_status st = check_data(fn, t->layout, weights, scales); st != COLI_OK) return st;
+        if (const coli_status st = check_tensor(fn, rt, t, "t"); st != COLI_OK) return st;
+        if (const coli_status st = check_weight_buffers(fn, t->layout, weights, scales); st != COLI_OK) return st;
         std::memcpy(t->weights.data(), weights, t->layout.weight_bytes);
         if (t->layout.has_scales()) std::memcpy(t->scales.data(), scales, t->layout.scale_bytes());
         return COLI_OK;
@@ -80,10 +67,7 @@ COLI_API coli_status coli_tensor_free(coli_tensor t) {
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
-        if (!t || !rt.is_live(t)) {
-            return fail(COLI_ERR_INVALID_ARGUMENT, fn,
-                        "t is not a live tensor (NULL, freed twice or never uploaded)");
-        }
+        if (const coli_status st = check_tensor(fn, rt, t, "t"); st != COLI_OK) return st;
         rt.live.erase(t);
         rt.account(t->device, -1, -static_cast<int64_t>(t->layout.total_bytes()));
         delete t;
@@ -96,9 +80,7 @@ COLI_API coli_status coli_tensor_describe(coli_tensor t, coli_tensor_desc *desc)
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
         std::shared_lock<std::shared_mutex> lock(rt.mutex);
-        if (!t || !rt.is_live(t)) {
-            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is not a live tensor (NULL, freed or never uploaded)");
-        }
+        if (const coli_status st = check_tensor(fn, rt, t, "t"); st != COLI_OK) return st;
         if (!desc) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "desc must not be NULL");
         desc->format = t->layout.fmt;
         desc->O = t->layout.O;

@@ -11,10 +11,10 @@
 #include "cpu/matmul_cpu.h"
 #include "ref/expert_ref.h"
 #include "ref/matmul_ref.h"
-#include "test_support.h"
+#include "testing/test_data.h"
 
 using namespace coli;
-using namespace coli::test;
+using namespace coli::testing;
 
 namespace {
 

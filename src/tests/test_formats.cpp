@@ -1,10 +1,10 @@
 // Weight formats: layouts, hand-packed bytes, quantizers and dequantizers (docs/formats.md).
 #include "catch_compat.h"
 #include "formats/codes.h"
-#include "test_support.h"
+#include "testing/test_data.h"
 
 using namespace coli;
-using namespace coli::test;
+using namespace coli::testing;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "coli/coli.h"
 #include "gpu/gpu_backend.h"
 #include "numerics/exact_math.h"
-#include "test_support.h"
+#include "testing/test_data.h"
 
 using namespace coli;
 
@@ -32,7 +32,7 @@ int check_device(int ordinal) {
     for (int k = 0; k <= 200000; ++k) x.push_back(-90.0f + 180.0f * static_cast<float>(k) / 200000.0f);
     for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72283f, -87.33654f, 0.5f, -0.5f, 126.5f, -126.5f}) x.push_back(v);
     const int n = static_cast<int>(x.size());
-    test::Rng rng(42);
+    testing::Rng rng(42);
     std::vector<int> a(n), b(n), c(n);
     for (int k = 0; k < n; ++k) {
         a[k] = static_cast<int>(rng.next());

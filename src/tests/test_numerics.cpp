@@ -5,9 +5,9 @@
 
 #include "catch_compat.h"
 #include "numerics/exact_math.h"
-#include "test_support.h"
+#include "testing/test_data.h"
 
-using namespace coli::test;
+using namespace coli::testing;
 
 namespace {
 

@@ -1,4 +1,5 @@
-// Helpers shared by the unit tests: deterministic data, quantized matrices, error metrics.
+// Deterministic test data and comparisons, shared by the unit tests, coli-selfcheck and the
+// benchmarks: the same generator gives the same matrices on every platform.
 #pragma once
 
 #include <cmath>
@@ -12,7 +13,7 @@
 #include "formats/quantize.h"
 #include "ref/weights_view.h"
 
-namespace coli::test {
+namespace coli::testing {
 
 // splitmix64: the same numbers on every platform and standard library.
 class Rng {
@@ -102,4 +103,4 @@ inline uint32_t float_bits(float f) {
     return u;
 }
 
-} // namespace coli::test
+} // namespace coli::testing
