@@ -42,7 +42,8 @@ COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, in
         }
         std::memcpy(t->weights.data(), weights, L.weight_bytes);
         if (L.has_scales()) std::memcpy(t->scales.data(), scales, L.scale_bytes());
-        rt.live.insert(t.get()); // may throw: nothing is accounted yet
+        rt.stats[device];        // may allocate: before anything refers to t
+        rt.live.insert(t.get()); // may throw: then nothing refers to t and nothing is accounted
         rt.account(device, 1, static_cast<int64_t>(L.total_bytes()));
         *out = t.release();
         return COLI_OK;

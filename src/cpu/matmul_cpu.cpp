@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -194,10 +196,14 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const ActivationCodes codes = exact ? quantize_activations(L, x, S) : ActivationCodes{};
     const int64_t n_blocks = (L.O + kLanes - 1) / kLanes;
-    const double work = static_cast<double>(L.O) * static_cast<double>(L.I) * static_cast<double>(S);
-    const int n_threads = work < kParallelWork ? 1 : static_cast<int>(std::min<int64_t>(threads(), n_blocks));
+    const double macs = static_cast<double>(L.O) * static_cast<double>(L.I) * static_cast<double>(S);
+    const int n_threads = macs < kParallelWork ? 1 : static_cast<int>(std::min<int64_t>(threads(), n_blocks));
     std::atomic<int64_t> next{0};
-    auto worker = [&]() {
+    // An exception must not escape a worker thread (std::terminate): the first one is kept, the
+    // other workers stop taking blocks, and it is rethrown on the calling thread.
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto run_blocks = [&]() {
         Block b;
         std::vector<float> tmp;
         for (int64_t k = next++; k < n_blocks; k = next++) {
@@ -210,6 +216,15 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
             }
         }
     };
+    auto worker = [&]() {
+        try {
+            run_blocks();
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mutex);
+            if (!error) error = std::current_exception();
+            next = n_blocks;
+        }
+    };
     std::vector<std::thread> pool;
     for (int t = 1; t < n_threads; ++t) {
         try {
@@ -220,6 +235,7 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
     }
     worker();
     for (auto &t : pool) t.join();
+    if (error) std::rethrow_exception(error);
 }
 
 } // namespace coli::cpu
