@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <math.h>
+#include <string.h>
 
 #if defined(__HIPCC__) || defined(__HIP__)
 #define COLI_GPU_VENDOR_HIP 1
@@ -42,6 +43,18 @@
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaMemGetInfo hipMemGetInfo
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaStream_t hipStream_t
+#define cudaStreamCreateWithFlags hipStreamCreateWithFlags
+#define cudaStreamNonBlocking hipStreamNonBlocking
+#define cudaStreamDestroy hipStreamDestroy
+#define cudaStreamSynchronize hipStreamSynchronize
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemsetAsync hipMemsetAsync
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMallocHost hipHostMalloc
+#define cudaFreeHost hipHostFree
+#define cudaFuncSetAttribute hipFuncSetAttribute
 
 #define COLI_GPU_RUNTIME_NAME "HIP"
 #define COLI_GPU_VENDOR_NAME "AMD"
@@ -123,6 +136,23 @@ COLI_HD inline float coli_fdiv_rn(float a, float b) {
 #define COLI_HAS_NV_TENSOR_CORES 0
 #endif // tensor cores
 
+// NVIDIA tensor-core kernels exist in this build (CUDA only; both compilation passes). The
+// device pass of each target additionally says, through COLI_HAS_NV_TENSOR_CORES, whether its
+// kernel bodies were compiled; the host verifies that with a probe kernel before using them.
+#if defined(COLI_GPU_VENDOR_CUDA)
+#define COLI_NV_TENSOR_CORE_PATHS 1
+#else
+#define COLI_NV_TENSOR_CORE_PATHS 0
+#endif // COLI_GPU_VENDOR_CUDA
+
+// float -> bfloat16 bits, round to nearest even (NaN stays NaN). Portable: no vendor type needed.
+COLI_HD inline unsigned coli_bf16_bits(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
 #if defined(COLI_GPU_COMPILER)
 // Four signed int8 lanes of a and b multiplied and summed into c, exact in int32.
 COLI_DEVICE inline int coli_dot4_i8(int a, int b, int c) {
@@ -140,6 +170,50 @@ COLI_DEVICE inline int coli_dot4_i8(int a, int b, int c) {
     return c;
 #endif // dot4 selection
 }
+
+// Butterfly exchange within groups of `width` lanes (a power of two, at most 32): every lane of
+// a group ends with the same reduction. Width 32 splits a 64-lane wavefront into two independent
+// groups, so the same kernel is correct on wave32 and wave64 targets.
+COLI_DEVICE inline int coli_shfl_xor_i32(int v, int lane_mask, int width) {
+#if defined(COLI_GPU_VENDOR_CUDA)
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+#else
+    return __shfl_xor(v, lane_mask, width);
+#endif // vendor
+}
+
+COLI_DEVICE inline float coli_shfl_xor_f32(float v, int lane_mask, int width) {
+#if defined(COLI_GPU_VENDOR_CUDA)
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+#else
+    return __shfl_xor(v, lane_mask, width);
+#endif // vendor
+}
+
+#if COLI_HAS_NV_TENSOR_CORES
+// Tensor-core atoms (sm_80+), fragment layouts as in the PTX ISA for mma.m16n8k32 (.s8) and
+// mma.m16n8k16 (.bf16), with g = lane / 4 and t = lane % 4:
+//   A (16x32 s8, row-major): a[0] = row g, cols 4t..4t+3; a[1] = row g+8, same cols;
+//                            a[2] = row g, cols 16+4t..; a[3] = row g+8, cols 16+4t..
+//   B (32x8 s8, "col"):      b[0] = rows 4t..4t+3 of col g; b[1] = rows 16+4t.. of col g
+//   A (16x16 bf16):          a[0] = row g, cols 2t,2t+1; a[1] = row g+8; a[2] = row g, cols 8+2t..;
+//                            a[3] = row g+8, cols 8+2t..
+//   B (16x8 bf16):           b[0] = rows 2t,2t+1 of col g; b[1] = rows 8+2t.. of col g
+//   C/D (16x8, s32 or f32):  d[0] = (g, 2t), d[1] = (g, 2t+1), d[2] = (g+8, 2t), d[3] = (g+8, 2t+1)
+COLI_DEVICE inline void coli_mma_s8_16x8x32(int (&d)[4], const int (&a)[4], const int (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+COLI_DEVICE inline void coli_mma_bf16_16x8x16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif // COLI_HAS_NV_TENSOR_CORES
 
 // Architecture name of a device ("sm_90", "gfx90a"), written into out.
 inline void coli_gpu_arch_name(const cudaDeviceProp &prop, char *out, size_t n) {

@@ -1,5 +1,6 @@
 // C API: version, lifecycle (init/shutdown), device queries, resident-set statistics.
 #include <algorithm>
+#include <climits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -12,6 +13,37 @@
 #include "gpu/gpu_backend.h"
 
 using namespace coli;
+
+namespace {
+
+// COLI_CUDA=1 adds the GPUs of COLI_GPUS (a list) or COLI_GPU (one ordinal), default GPU 0.
+coli_status devices_from_environment(std::vector<int> *devices, std::string *why) {
+    long cuda = 0;
+    if (!env_int("COLI_CUDA", 0, 1, 0, &cuda, why)) return COLI_ERR_INVALID_ARGUMENT;
+    devices->assign(1, COLI_DEVICE_CPU);
+    std::vector<long> list;
+    bool list_set = false;
+    long one = 0;
+    if (!env_int_list("COLI_GPUS", 0, 1023, &list, &list_set, why) || !env_int("COLI_GPU", 0, 1023, 0, &one, why)) {
+        return COLI_ERR_INVALID_ARGUMENT;
+    }
+    if (list_set && env_is_set("COLI_GPU")) {
+        *why = "COLI_GPU and COLI_GPUS are both set; set one of them";
+        return COLI_ERR_INVALID_ARGUMENT;
+    }
+    if (!cuda) {
+        if (list_set || env_is_set("COLI_GPU")) {
+            *why = std::string(list_set ? "COLI_GPUS" : "COLI_GPU") + " is set but COLI_CUDA is not 1: set COLI_CUDA=1 to use GPUs";
+            return COLI_ERR_INVALID_ARGUMENT;
+        }
+        return COLI_OK;
+    }
+    if (!list_set) list.assign(1, one);
+    for (long g : list) devices->push_back(static_cast<int>(g));
+    return COLI_OK;
+}
+
+} // namespace
 
 #ifndef COLI_VERSION_STRING
 #define COLI_VERSION_STRING "unknown"
@@ -58,7 +90,7 @@ COLI_API coli_status coli_device_info_get(int device, coli_device_info *info) {
 
 COLI_API coli_status coli_init(const int *devices, int count) {
     const char *fn = __func__;
-    return guarded(fn, [&] {
+    return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
         if (rt.initialized) {
@@ -68,7 +100,11 @@ COLI_API coli_status coli_init(const int *devices, int count) {
             return fail(COLI_ERR_INVALID_ARGUMENT, fn, "devices must hold count >= 0 entries");
         }
         std::vector<int> wanted(devices, devices + count);
-        if (wanted.empty()) wanted.push_back(COLI_DEVICE_CPU);
+        std::string why;
+        if (wanted.empty()) {
+            if (const coli_status st = devices_from_environment(&wanted, &why); st != COLI_OK) return fail(st, fn, why);
+        }
+        std::vector<int> gpus;
         for (size_t k = 0; k < wanted.size(); ++k) {
             const int d = wanted[k];
             if (std::count(wanted.begin(), wanted.end(), d) > 1) {
@@ -80,21 +116,27 @@ COLI_API coli_status coli_init(const int *devices, int count) {
                             "device " + std::to_string(d) + " is neither COLI_DEVICE_CPU (-1) nor a GPU ordinal");
             }
             coli_device_info info;
-            std::string why;
-            const coli_status st = gpu::device_info(d, &info, &why);
-            if (st != COLI_OK) return fail(st, fn, "GPU " + std::to_string(d) + ": " + why);
-            // The device exists, but this release computes on the CPU backend only.
-            return fail(COLI_ERR_UNSUPPORTED, fn,
-                        "GPU " + std::to_string(d) + " (" + info.name +
-                            ") found, but GPU execution is not implemented in this release; use COLI_DEVICE_CPU");
+            if (const coli_status st = gpu::device_info(d, &info, &why); st != COLI_OK) {
+                return fail(st, fn, "GPU " + std::to_string(d) + ": " + why);
+            }
+            gpus.push_back(d);
         }
-        long threads = 0;
-        std::string why;
+        long threads = 0, fail_after = -1, tc = 0;
         const long hw = std::max(1u, std::thread::hardware_concurrency());
-        if (!env_int("COLI_CPU_THREADS", 1, 4096, hw, &threads, &why)) {
+        if (!env_int("COLI_CPU_THREADS", 1, 4096, hw, &threads, &why) ||
+            !env_int("COLI_GPU_FAIL_AFTER", 0, LONG_MAX, -1, &fail_after, &why) ||
+            !env_int("COLI_CUDA_TC_W4A16", 0, 1, 0, &tc, &why)) {
             return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
         }
+        gpu::Options options;
+        options.fail_after = fail_after;
+        options.tc_w4a16 = tc == 1;
+        if (const coli_status st = gpu::start(gpus, options, &why); st != COLI_OK) {
+            gpu::stop();
+            return fail(st, fn, why);
+        }
         cpu::set_threads(static_cast<int>(threads));
+        if (std::find(wanted.begin(), wanted.end(), COLI_DEVICE_CPU) == wanted.end()) wanted.push_back(COLI_DEVICE_CPU);
         rt.devices = wanted;
         rt.initialized = true;
         return COLI_OK;
@@ -103,11 +145,18 @@ COLI_API coli_status coli_init(const int *devices, int count) {
 
 COLI_API coli_status coli_shutdown(void) {
     const char *fn = __func__;
-    return guarded(fn, [&] {
+    return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
-        for (const coli_tensor_t *t : rt.live) delete t;
+        for (const coli_group_ticket_t *t : rt.tickets) {
+            if (t->gpu_ticket) gpu::expert_group_discard(t->gpu_ticket);
+            delete t;
+        }
+        rt.tickets.clear();
+        for (const coli_tensor_t *t : rt.live) delete t; // device memory too
+
         rt.live.clear();
+        gpu::stop();
         rt.stats.clear();
         rt.devices.clear();
         rt.initialized = false;

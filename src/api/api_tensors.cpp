@@ -11,6 +11,22 @@
 using namespace coli;
 
 
+namespace {
+
+// Adds a new tensor to the live set and the counters; false (and nothing changed) when the set
+// cannot grow.
+bool register_tensor(Runtime &rt, coli_tensor_t *t) {
+    try {
+        rt.live.insert(t);
+    } catch (const std::bad_alloc &) {
+        return false;
+    }
+    rt.account(t->device, 1, static_cast<int64_t>(t->layout.total_bytes()));
+    return true;
+}
+
+} // namespace
+
 extern "C" {
 
 COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, int64_t I, int64_t gs,
@@ -30,21 +46,27 @@ COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, in
         auto t = std::make_unique<coli_tensor_t>();
         t->layout = L;
         t->device = device;
-        try {
-            t->weights.resize(L.weight_bytes);
-            t->scales.resize(L.scale_count);
-        } catch (const std::bad_alloc &) {
-            return fail(COLI_ERR_OUT_OF_MEMORY, fn,
-                        "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
-        } catch (const std::length_error &) {
-            return fail(COLI_ERR_OUT_OF_MEMORY, fn,
-                        "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
+        rt.stats[device]; // may allocate: before anything refers to t
+        if (device == COLI_DEVICE_CPU) {
+            try {
+                t->weights.resize(L.weight_bytes);
+                t->scales.resize(L.scale_count);
+            } catch (const std::bad_alloc &) {
+                return fail(COLI_ERR_OUT_OF_MEMORY, fn,
+                            "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
+            } catch (const std::length_error &) {
+                return fail(COLI_ERR_OUT_OF_MEMORY, fn,
+                            "cannot allocate " + std::to_string(L.total_bytes()) + " bytes of host memory for the tensor");
+            }
+            std::memcpy(t->weights.data(), weights, L.weight_bytes);
+            if (L.has_scales()) std::memcpy(t->scales.data(), scales, L.scale_bytes());
+        } else {
+            std::string why;
+            const coli_status st = gpu::tensor_create(device, L, static_cast<const uint8_t *>(weights), scales,
+                                                      &t->device_tensor, &why);
+            if (st != COLI_OK) return fail(st, fn, "GPU " + std::to_string(device) + ": " + why);
         }
-        std::memcpy(t->weights.data(), weights, L.weight_bytes);
-        if (L.has_scales()) std::memcpy(t->scales.data(), scales, L.scale_bytes());
-        rt.stats[device];        // may allocate: before anything refers to t
-        rt.live.insert(t.get()); // may throw: then nothing refers to t and nothing is accounted
-        rt.account(device, 1, static_cast<int64_t>(L.total_bytes()));
+        if (!register_tensor(rt, t.get())) return fail(COLI_ERR_OUT_OF_MEMORY, fn, "out of host memory");
         *out = t.release();
         return COLI_OK;
     });
@@ -57,6 +79,15 @@ COLI_API coli_status coli_tensor_update(coli_tensor t, const void *weights, cons
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
         if (const coli_status st = check_tensor(fn, rt, t, "t"); st != COLI_OK) return st;
         if (const coli_status st = check_weight_buffers(fn, t->layout, weights, scales); st != COLI_OK) return st;
+        if (t->pending_tickets > 0) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is read by an issued expert group; take it first");
+        }
+        if (t->device_tensor) {
+            std::string why;
+            const coli_status st =
+                gpu::tensor_update(t->device_tensor, static_cast<const uint8_t *>(weights), scales, &why);
+            return st == COLI_OK ? COLI_OK : fail(st, fn, "GPU " + std::to_string(t->device) + ": " + why);
+        }
         std::memcpy(t->weights.data(), weights, t->layout.weight_bytes);
         if (t->layout.has_scales()) std::memcpy(t->scales.data(), scales, t->layout.scale_bytes());
         return COLI_OK;
@@ -69,6 +100,9 @@ COLI_API coli_status coli_tensor_free(coli_tensor t) {
         Runtime &rt = runtime();
         std::unique_lock<std::shared_mutex> lock(rt.mutex);
         if (const coli_status st = check_tensor(fn, rt, t, "t"); st != COLI_OK) return st;
+        if (t->pending_tickets > 0) {
+            return fail(COLI_ERR_INVALID_ARGUMENT, fn, "t is read by an issued expert group; take it first");
+        }
         rt.live.erase(t);
         rt.account(t->device, -1, -static_cast<int64_t>(t->layout.total_bytes()));
         delete t;

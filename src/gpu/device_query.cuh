@@ -1,26 +1,22 @@
-// Device discovery and description through the compat runtime names (CUDA or HIP).
+// Device discovery and description through the compat runtime names (CUDA or HIP). Queries are
+// not device operations: fault injection does not count them.
 #pragma once
 
 #include <cstring>
 #include <string>
 
 #include "coli_compat.h"
+#include "gpu/device_context.cuh"
 #include "gpu/gpu_backend.h"
 
 namespace coli::gpu {
 
-inline std::string runtime_error_text(cudaError_t e) {
-    return std::string(COLI_GPU_RUNTIME_NAME " error ") + std::to_string(static_cast<int>(e)) + " (" +
-           cudaGetErrorName(e) + "): " + cudaGetErrorString(e);
-}
-
-// Calls the runtime; on failure fills *why and returns the status for the error.
-#define COLI_GPU_TRY(expr, status)                                                                 \
+#define COLI_GPU_QUERY(expr, status)                                                               \
     do {                                                                                           \
         const cudaError_t coli_err_ = (expr);                                                      \
         if (coli_err_ != cudaSuccess) {                                                            \
-            *why = std::string(#expr) + ": " + runtime_error_text(coli_err_);                      \
             cudaGetLastError();                                                                    \
+            *why = std::string(#expr) + ": " + runtime_error_text(coli_err_);                      \
             return (status);                                                                       \
         }                                                                                          \
     } while (0)
@@ -28,7 +24,7 @@ inline std::string runtime_error_text(cudaError_t e) {
 coli_status device_count(int *count, std::string *why) {
     *count = 0;
     int n = 0;
-    COLI_GPU_TRY(cudaGetDeviceCount(&n), COLI_ERR_NO_DEVICE);
+    COLI_GPU_QUERY(cudaGetDeviceCount(&n), COLI_ERR_NO_DEVICE);
     if (n <= 0) {
         *why = COLI_GPU_RUNTIME_NAME " runtime reports no device";
         return COLI_ERR_NO_DEVICE;
@@ -47,10 +43,10 @@ coli_status device_info(int ordinal, coli_device_info *info, std::string *why) {
         return COLI_ERR_NO_DEVICE;
     }
     cudaDeviceProp prop;
-    COLI_GPU_TRY(cudaGetDeviceProperties(&prop, ordinal), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaGetDeviceProperties(&prop, ordinal), COLI_ERR_DEVICE);
     int runtime = 0, driver = 0;
-    COLI_GPU_TRY(cudaRuntimeGetVersion(&runtime), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaDriverGetVersion(&driver), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaRuntimeGetVersion(&runtime), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaDriverGetVersion(&driver), COLI_ERR_DEVICE);
     std::memset(info, 0, sizeof *info);
     info->device = ordinal;
     std::snprintf(info->vendor, sizeof info->vendor, "%s", COLI_GPU_VENDOR_NAME);

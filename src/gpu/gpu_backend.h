@@ -1,10 +1,14 @@
 // The GPU backend as the host code sees it: plain C++ declarations, implemented by backend.cu
-// (compiled by nvcc or hipcc) or by stubs/gpu_none.cpp in a CPU-only build.
+// (compiled by nvcc or hipcc) or by stubs/gpu_none.cpp in a CPU-only build. Every function
+// returns a coli_status and, on failure, the reason in *why; none of them throws.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "coli/coli.h"
+#include "formats/layout.h"
 
 namespace coli::gpu {
 
@@ -16,6 +20,80 @@ const char *backend_name();
 coli_status device_count(int *count, std::string *why);
 
 coli_status device_info(int ordinal, coli_device_info *info, std::string *why);
+
+// ---- Lifecycle ----------------------------------------------------------------------------
+
+struct Options {
+    long fail_after = -1;   // COLI_GPU_FAIL_AFTER: the (n+1)-th device operation fails; -1 off
+    bool tc_w4a16 = false;  // COLI_CUDA_TC_W4A16: tensor-core paths for Q4/G4 at larger S
+};
+
+// Starts the given ordinals (streams, scratch), printing one "[GPU] device N: ..." line each.
+coli_status start(const std::vector<int> &ordinals, const Options &options, std::string *why);
+// Frees every GPU resource the backend holds (tensors are freed by the caller first).
+void stop();
+
+// True when the tensor-core paths can run on this device (compiled in and opted in).
+bool tensor_cores_active(int ordinal);
+
+// ---- Tensors --------------------------------------------------------------------------------
+
+struct DeviceTensor; // weights and scales in device memory
+
+coli_status tensor_create(int ordinal, const Layout &L, const uint8_t *weights, const float *scales,
+                          DeviceTensor **out, std::string *why);
+// Copies new contents into the same device allocation.
+coli_status tensor_update(DeviceTensor *t, const uint8_t *weights, const float *scales, std::string *why);
+coli_status tensor_destroy(DeviceTensor *t, std::string *why);
+int tensor_device(const DeviceTensor *t);
+
+// ---- Compute (host buffers in and out) -------------------------------------------------------
+
+coli_status matmul(const DeviceTensor *t, const float *x, float *y, int64_t S, int numerics, std::string *why);
+
+struct Expert {
+    const DeviceTensor *gate, *up, *down;
+};
+
+coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int numerics, std::string *why);
+
+// The expert group of coli_expert_group; arguments were validated by the caller.
+struct GroupCall {
+    std::vector<Expert> experts;
+    std::vector<int64_t> rows;       // per expert
+    std::vector<int64_t> row_token;  // per row (empty: row r -> token r)
+    std::vector<float> row_weight;   // per row (empty: 1)
+    int64_t n_tokens = 0, D = 0, F_max = 0;
+    int numerics = COLI_NUMERICS_EXACT;
+};
+
+coli_status expert_group(const GroupCall &call, const float *x, float *y, std::string *why);
+
+// Asynchronous expert group: issue enqueues everything (x is copied before it returns), take
+// waits for it and writes y.
+struct GroupTicket;
+coli_status expert_group_issue(const GroupCall &call, const float *x, GroupTicket **out, std::string *why);
+coli_status expert_group_take(GroupTicket *ticket, float *y, std::string *why);
+// Releases a ticket that will not be taken (shutdown).
+void expert_group_discard(GroupTicket *ticket);
+
+// ---- Device-pointer level (tests: poisoned outputs and canary zones on the device) -----------
+
+coli_status buffer_alloc(int ordinal, size_t bytes, void **ptr, std::string *why);
+void buffer_free(int ordinal, void *ptr);
+coli_status buffer_write(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
+coli_status buffer_read(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
+
+// Which matmul kernel a call takes.
+enum class MatmulPath { automatic, portable, tensor_core };
+
+// y_dev[S][O] = x_dev[S][I] * W^T with device buffers; the same kernels as matmul().
+coli_status matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
+                          MatmulPath path, std::string *why);
+
+// A deliberately invalid kernel launch (too many threads per block), to prove launch errors are
+// reported and do not poison later calls.
+coli_status launch_invalid_kernel(int ordinal, std::string *why);
 
 // Evaluates the shared numerics header (src/numerics/exact_math.h) and the compat dot product on
 // the device, for n inputs, so tests can compare the bits with the host:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "coli_compat.h"
+#include "gpu/device_context.cuh"
 #include "gpu/gpu_backend.h"
 #include "numerics/exact_math.h"
 
@@ -24,14 +25,6 @@ __global__ void quantize_row_kernel(int n, const float *x, int8_t *codes, float 
     if (blockIdx.x == 0 && threadIdx.x == 0) *sx = coli_quantize_row(x, n, codes);
 }
 
-// Device allocation freed on every path out of the probe.
-struct DeviceBuffer {
-    void *ptr = nullptr;
-    ~DeviceBuffer() {
-        if (ptr) cudaFree(ptr);
-    }
-};
-
 coli_status run_numerics_probe(int ordinal, const NumericsProbe &p, std::string *why) {
     int n_dev = 0;
     const coli_status st = device_count(&n_dev, why);
@@ -40,37 +33,37 @@ coli_status run_numerics_probe(int ordinal, const NumericsProbe &p, std::string 
         *why = "GPU ordinal " + std::to_string(ordinal) + " does not exist";
         return COLI_ERR_NO_DEVICE;
     }
-    COLI_GPU_TRY(cudaSetDevice(ordinal), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaSetDevice(ordinal), COLI_ERR_DEVICE);
     const size_t nf = sizeof(float) * p.n, ni = sizeof(int) * p.n;
     DeviceBuffer x, a, b, c, e, s, d, q, sx;
-    COLI_GPU_TRY(cudaMalloc(&x.ptr, nf), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&a.ptr, ni), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&b.ptr, ni), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&c.ptr, ni), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&e.ptr, nf), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&s.ptr, nf), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&d.ptr, ni), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&q.ptr, p.n), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMalloc(&sx.ptr, sizeof(float)), COLI_ERR_OUT_OF_MEMORY);
-    COLI_GPU_TRY(cudaMemcpy(x.ptr, p.x, nf, cudaMemcpyHostToDevice), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(a.ptr, p.a, ni, cudaMemcpyHostToDevice), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(b.ptr, p.b, ni, cudaMemcpyHostToDevice), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(c.ptr, p.c, ni, cudaMemcpyHostToDevice), COLI_ERR_DEVICE);
+    COLI_GPU_OP(cudaMalloc(&x.ptr, nf), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&a.ptr, ni), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&b.ptr, ni), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&c.ptr, ni), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&e.ptr, nf), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&s.ptr, nf), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&d.ptr, ni), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&q.ptr, p.n), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMalloc(&sx.ptr, sizeof(float)), "probe cudaMalloc");
+    COLI_GPU_OP(cudaMemcpy(x.ptr, p.x, nf, cudaMemcpyHostToDevice), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(a.ptr, p.a, ni, cudaMemcpyHostToDevice), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(b.ptr, p.b, ni, cudaMemcpyHostToDevice), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(c.ptr, p.c, ni, cudaMemcpyHostToDevice), "probe cudaMemcpy");
     const int block = 128;
     numerics_probe_kernel<<<(p.n + block - 1) / block, block>>>(
         p.n, static_cast<const float *>(x.ptr), static_cast<const int *>(a.ptr),
         static_cast<const int *>(b.ptr), static_cast<const int *>(c.ptr), static_cast<float *>(e.ptr),
         static_cast<float *>(s.ptr), static_cast<int *>(d.ptr));
-    COLI_GPU_TRY(cudaGetLastError(), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaGetLastError(), COLI_ERR_DEVICE);
     quantize_row_kernel<<<1, 1>>>(p.n, static_cast<const float *>(x.ptr), static_cast<int8_t *>(q.ptr),
                                   static_cast<float *>(sx.ptr));
-    COLI_GPU_TRY(cudaGetLastError(), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaDeviceSynchronize(), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(p.exp_out, e.ptr, nf, cudaMemcpyDeviceToHost), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(p.silu_out, s.ptr, nf, cudaMemcpyDeviceToHost), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(p.dot_out, d.ptr, ni, cudaMemcpyDeviceToHost), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(p.codes, q.ptr, p.n, cudaMemcpyDeviceToHost), COLI_ERR_DEVICE);
-    COLI_GPU_TRY(cudaMemcpy(p.sx, sx.ptr, sizeof(float), cudaMemcpyDeviceToHost), COLI_ERR_DEVICE);
+    COLI_GPU_QUERY(cudaGetLastError(), COLI_ERR_DEVICE);
+    COLI_GPU_OP(cudaDeviceSynchronize(), "probe synchronize");
+    COLI_GPU_OP(cudaMemcpy(p.exp_out, e.ptr, nf, cudaMemcpyDeviceToHost), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(p.silu_out, s.ptr, nf, cudaMemcpyDeviceToHost), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(p.dot_out, d.ptr, ni, cudaMemcpyDeviceToHost), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(p.codes, q.ptr, p.n, cudaMemcpyDeviceToHost), "probe cudaMemcpy");
+    COLI_GPU_OP(cudaMemcpy(p.sx, sx.ptr, sizeof(float), cudaMemcpyDeviceToHost), "probe cudaMemcpy");
     return COLI_OK;
 }
 

@@ -1,11 +1,19 @@
-// GPU entry points of a CPU-only build (-Dgpu=none): the same ABI, no device.
+// GPU entry points of a CPU-only build (-Dgpu=none): the same interface, no device.
 #include "gpu/gpu_backend.h"
 
 namespace coli::gpu {
 
 namespace {
 const char *const kNotBuilt = "this library was built without a GPU backend (configure with -Dgpu=cuda or -Dgpu=hip)";
+
+coli_status not_built(std::string *why) {
+    *why = kNotBuilt;
+    return COLI_ERR_NO_DEVICE;
+}
 } // namespace
+
+struct DeviceTensor {};
+struct GroupTicket {};
 
 const char *backend_name() { return "none"; }
 
@@ -14,14 +22,35 @@ coli_status device_count(int *count, std::string *) {
     return COLI_OK;
 }
 
-coli_status device_info(int, coli_device_info *, std::string *why) {
-    *why = kNotBuilt;
-    return COLI_ERR_NO_DEVICE;
+coli_status device_info(int, coli_device_info *, std::string *why) { return not_built(why); }
+coli_status start(const std::vector<int> &ordinals, const Options &, std::string *why) {
+    return ordinals.empty() ? COLI_OK : not_built(why);
 }
-
-coli_status run_numerics_probe(int, const NumericsProbe &, std::string *why) {
-    *why = kNotBuilt;
-    return COLI_ERR_NO_DEVICE;
+void stop() {}
+bool tensor_cores_active(int) { return false; }
+coli_status tensor_create(int, const Layout &, const uint8_t *, const float *, DeviceTensor **, std::string *why) {
+    return not_built(why);
 }
+coli_status tensor_update(DeviceTensor *, const uint8_t *, const float *, std::string *why) { return not_built(why); }
+coli_status tensor_destroy(DeviceTensor *t, std::string *) {
+    delete t;
+    return COLI_OK;
+}
+int tensor_device(const DeviceTensor *) { return COLI_DEVICE_CPU; }
+coli_status matmul(const DeviceTensor *, const float *, float *, int64_t, int, std::string *why) { return not_built(why); }
+coli_status expert_mlp(const Expert &, const float *, float *, int64_t, int, std::string *why) { return not_built(why); }
+coli_status expert_group(const GroupCall &, const float *, float *, std::string *why) { return not_built(why); }
+coli_status expert_group_issue(const GroupCall &, const float *, GroupTicket **, std::string *why) { return not_built(why); }
+coli_status expert_group_take(GroupTicket *, float *, std::string *why) { return not_built(why); }
+void expert_group_discard(GroupTicket *t) { delete t; }
+coli_status buffer_alloc(int, size_t, void **, std::string *why) { return not_built(why); }
+void buffer_free(int, void *) {}
+coli_status buffer_write(int, void *, const void *, size_t, std::string *why) { return not_built(why); }
+coli_status buffer_read(int, void *, const void *, size_t, std::string *why) { return not_built(why); }
+coli_status matmul_device(const DeviceTensor *, const float *, float *, int64_t, int, MatmulPath, std::string *why) {
+    return not_built(why);
+}
+coli_status launch_invalid_kernel(int, std::string *why) { return not_built(why); }
+coli_status run_numerics_probe(int, const NumericsProbe &, std::string *why) { return not_built(why); }
 
 } // namespace coli::gpu

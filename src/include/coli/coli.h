@@ -102,10 +102,13 @@ COLI_API coli_status coli_dequantize(int fmt, int64_t O, int64_t I, int64_t gs,
 
 /* ---- Devices and lifecycle -------------------------------------------------------------- */
 
-/* Start the library on the given devices (COLI_DEVICE_CPU and/or GPU ordinals). devices may be
- * NULL with count 0, which means the CPU only. Fails on a second call without coli_shutdown, on
- * duplicates, on a GPU ordinal in a CPU-only build or one that does not exist: it never falls
- * back silently. */
+/* Start the library on the given devices (COLI_DEVICE_CPU and/or GPU ordinals). With devices
+ * NULL and count 0 the environment decides: the CPU, plus the GPUs of COLI_GPUS=0,1,... or
+ * COLI_GPU=N (default 0) when COLI_CUDA=1 (the same variables on NVIDIA and AMD). Fails on a
+ * second call without coli_shutdown, on duplicates, on a malformed variable, on a GPU in a
+ * CPU-only build, a missing driver or an ordinal that does not exist: it never falls back
+ * silently. Prints one line "[GPU] device N: <name> <arch> <memory>" per GPU started, to stderr
+ * (docs/gpu-backends.md lists every diagnostics line). */
 COLI_API coli_status coli_init(const int *devices, int count);
 
 /* Free every tensor and return to the uninitialised state. Calling it again is harmless. */
@@ -181,6 +184,18 @@ COLI_API coli_status coli_expert_group(const coli_expert *experts, int n_experts
                                        const int64_t *rows, const float *x,
                                        const int64_t *row_token, const float *row_weight,
                                        float *y, int64_t n_tokens, int numerics);
+
+/* Asynchronous expert group: issue validates and enqueues the same computation as
+ * coli_expert_group and returns at once (x is copied before it returns), so the calling thread
+ * can compute other experts on the CPU meanwhile; take waits for the result, writes y
+ * [n_tokens][D] and releases the ticket. Results are bit-identical to coli_expert_group. While a
+ * ticket is outstanding, its tensors cannot be updated or freed. */
+typedef struct coli_group_ticket_t *coli_group_ticket;
+
+COLI_API coli_status coli_expert_group_issue(const coli_expert *experts, int n_experts, const int64_t *rows,
+                                             const float *x, const int64_t *row_token, const float *row_weight,
+                                             int64_t n_tokens, int numerics, coli_group_ticket *ticket);
+COLI_API coli_status coli_expert_group_take(coli_group_ticket ticket, float *y);
 
 /* ---- Statistics ------------------------------------------------------------------------- */
 

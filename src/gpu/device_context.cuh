@@ -1,0 +1,152 @@
+// Per-device state (stream, scratch buffers, lock) and the one gate every device operation
+// passes through: it counts operations for fault injection (COLI_GPU_FAIL_AFTER), turns runtime
+// errors into statuses, and clears non-sticky errors so that the next call starts clean.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coli_compat.h"
+#include "gpu/gpu_backend.h"
+
+namespace coli::gpu {
+
+// ---- fault injection and error mapping ------------------------------------------------------
+
+inline std::atomic<long> g_fail_after{-1}; // operations left before the injected failure; -1: off
+inline std::atomic<long> g_operations{0};  // device operations since start()
+
+// Called before every device operation; false (with *why) when this one is the injected fault.
+inline bool fault_check(const char *what, std::string *why) {
+    const long n = g_operations.fetch_add(1);
+    long armed = g_fail_after.load();
+    if (armed >= 0 && n >= armed && g_fail_after.compare_exchange_strong(armed, -1)) {
+        *why = std::string("injected fault (COLI_GPU_FAIL_AFTER) at device operation #") + std::to_string(n + 1) +
+               ": " + what;
+        return false;
+    }
+    return true;
+}
+
+inline coli_status status_of(cudaError_t e) {
+    return e == cudaErrorMemoryAllocation ? COLI_ERR_OUT_OF_MEMORY : COLI_ERR_DEVICE;
+}
+
+inline std::string runtime_error_text(cudaError_t e) {
+    return std::string(COLI_GPU_RUNTIME_NAME " error ") + std::to_string(static_cast<int>(e)) + " (" +
+           cudaGetErrorName(e) + "): " + cudaGetErrorString(e);
+}
+
+// One device operation: injected fault, or the runtime's result. Clears the runtime's last error.
+#define COLI_GPU_OP(expr, what)                                                                    \
+    do {                                                                                           \
+        if (!fault_check(what, why)) return COLI_ERR_DEVICE;                                       \
+        const cudaError_t coli_err_ = (expr);                                                      \
+        if (coli_err_ != cudaSuccess) {                                                            \
+            cudaGetLastError();                                                                    \
+            *why = std::string(what) + ": " + runtime_error_text(coli_err_);                       \
+            return status_of(coli_err_);                                                           \
+        }                                                                                          \
+    } while (0)
+
+// A kernel launch as one device operation; launch errors are read back at once.
+#define COLI_GPU_LAUNCH(what, ...)                                                                 \
+    do {                                                                                           \
+        if (!fault_check(what, why)) return COLI_ERR_DEVICE;                                       \
+        __VA_ARGS__;                                                                               \
+        const cudaError_t coli_err_ = cudaGetLastError();                                          \
+        if (coli_err_ != cudaSuccess) {                                                            \
+            *why = std::string("kernel launch ") + what + ": " + runtime_error_text(coli_err_);    \
+            return COLI_ERR_DEVICE;                                                                \
+        }                                                                                          \
+    } while (0)
+
+#define COLI_GPU_CHECK(call)                                                                       \
+    do {                                                                                           \
+        const coli_status coli_st_ = (call);                                                       \
+        if (coli_st_ != COLI_OK) return coli_st_;                                                  \
+    } while (0)
+
+// ---- device memory ----------------------------------------------------------------------------
+
+// A device allocation owned by RAII; freeing is not counted as an operation (it must not fail).
+struct DeviceBuffer {
+    void *ptr = nullptr;
+    size_t bytes = 0;
+    DeviceBuffer() = default;
+    DeviceBuffer(const DeviceBuffer &) = delete;
+    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+    ~DeviceBuffer() { release(); }
+    void release() {
+        if (ptr) cudaFree(ptr);
+        ptr = nullptr;
+        bytes = 0;
+    }
+    template <class T> T *as() const { return static_cast<T *>(ptr); }
+};
+
+// Makes b hold at least bytes (grow-only scratch).
+inline coli_status ensure(DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
+    if (b.bytes >= bytes && b.ptr) return COLI_OK;
+    b.release();
+    COLI_GPU_OP(cudaMalloc(&b.ptr, bytes ? bytes : 1), what);
+    b.bytes = bytes;
+    return COLI_OK;
+}
+
+// Pinned host memory for asynchronous copies.
+struct PinnedBuffer {
+    void *ptr = nullptr;
+    size_t bytes = 0;
+    PinnedBuffer() = default;
+    PinnedBuffer(const PinnedBuffer &) = delete;
+    PinnedBuffer &operator=(const PinnedBuffer &) = delete;
+    ~PinnedBuffer() {
+        if (ptr) cudaFreeHost(ptr);
+    }
+    template <class T> T *as() const { return static_cast<T *>(ptr); }
+};
+
+inline coli_status ensure_pinned(PinnedBuffer &b, size_t bytes, const char *what, std::string *why) {
+    if (b.bytes >= bytes && b.ptr) return COLI_OK;
+    if (b.ptr) cudaFreeHost(b.ptr);
+    b.ptr = nullptr;
+    b.bytes = 0;
+    COLI_GPU_OP(cudaMallocHost(&b.ptr, bytes ? bytes : 1), what);
+    b.bytes = bytes;
+    return COLI_OK;
+}
+
+// ---- per-device context ---------------------------------------------------------------------
+
+struct Scratch {
+    DeviceBuffer x, q, sx, gate, up, hidden, hq, hsx, out, y, routing, weights;
+    std::vector<int> host_routing; // sources of asynchronous copies: kept until the next use
+    std::vector<float> host_weights;
+};
+
+struct DeviceContext {
+    int ordinal = 0;
+    cudaStream_t stream = nullptr;
+    bool tensor_cores = false; // compiled in, present on the device, and opted in
+    std::mutex mutex;          // one compute call at a time on this device's scratch and stream
+    Scratch scratch;
+    ~DeviceContext() {
+        if (stream) cudaStreamDestroy(stream);
+    }
+};
+
+inline std::mutex g_contexts_mutex;
+inline std::map<int, std::unique_ptr<DeviceContext>> g_contexts;
+
+inline DeviceContext *context(int ordinal) {
+    std::lock_guard<std::mutex> lock(g_contexts_mutex);
+    auto it = g_contexts.find(ordinal);
+    return it == g_contexts.end() ? nullptr : it->second.get();
+}
+
+} // namespace coli::gpu

@@ -1,0 +1,183 @@
+// Portable GPU kernels: activation quantization and matmul in both numerics modes, every format.
+// CPU reference: src/ref/matmul_ref.cpp. Checked by src/tests/test_gpu_kernels.cpp and
+// coli-selfcheck --device N.
+//
+// Layout: a block of 256 threads computes 8 output rows; each row belongs to a group of 32 lanes
+// (kRowLanes) that strides over 4-element chunks of the row. 32-lane groups, reduced with
+// width-32 shuffles, make the kernels independent of the warp/wavefront size (32 or 64).
+// grid = (ceil(O / 8), ceil(S / ST)): each group handles ST activation rows, so a weight chunk is
+// loaded once for ST rows.
+//
+// Exact mode sums int32 partial products in any order (exact), then applies the contract's float
+// epilogue in the contract's order: per row, or per group left to right for G4 (all lanes hold
+// the same group sums after the butterfly, and compute the same epilogue).
+#pragma once
+
+#include "coli_compat.h"
+#include "formats/codes.h"
+#include "numerics/exact_math.h"
+
+namespace coli::gpu {
+
+constexpr int kRowLanes = 32;
+constexpr int kBlockThreads = 256;
+constexpr int kRowsPerBlock = kBlockThreads / kRowLanes;
+
+enum : int { kF32 = COLI_FORMAT_F32, kQ8 = COLI_FORMAT_Q8, kQ4 = COLI_FORMAT_Q4, kQ2 = COLI_FORMAT_Q2, kG4 = COLI_FORMAT_G4 };
+
+struct MatmulArgs {
+    const uint8_t *w;     // [O][row_bytes]
+    const float *scales;  // [O][ng]
+    int O, I, row_bytes, gs, ng;
+    const int8_t *q;      // exact: activation codes [S][ldq], zero-padded past I
+    int ldq;
+    const float *sx;      // exact: activation scales [S]
+    const float *x;       // float: activations [S][I]
+    float *y;             // [S][O]
+    int S;
+};
+
+__device__ inline int pack4(int a, int b, int c, int d) {
+    return (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
+}
+
+// Four weight codes of chunk c (elements 4c..4c+3) packed as int8 lanes. Bytes past the row read
+// as code 0; elements past I may decode to anything, their activation codes are 0.
+template <int FMT> __device__ inline int load_codes4(const uint8_t *row, int c, int row_bytes) {
+    if (FMT == kQ8) {
+        const int b = 4 * c;
+        const int c0 = b < row_bytes ? (int8_t)row[b] : 0, c1 = b + 1 < row_bytes ? (int8_t)row[b + 1] : 0;
+        const int c2 = b + 2 < row_bytes ? (int8_t)row[b + 2] : 0, c3 = b + 3 < row_bytes ? (int8_t)row[b + 3] : 0;
+        return pack4(c0, c1, c2, c3);
+    } else if (FMT == kQ2) {
+        const int v = c < row_bytes ? row[c] : 0xaa; // 0xaa: four fields of 2 = code 0
+        return pack4((v & 3) - 2, ((v >> 2) & 3) - 2, ((v >> 4) & 3) - 2, (v >> 6) - 2);
+    } else { // Q4, G4
+        const int b0 = 2 * c < row_bytes ? row[2 * c] : 0x88, b1 = 2 * c + 1 < row_bytes ? row[2 * c + 1] : 0x88;
+        return pack4((b0 & 15) - 8, (b0 >> 4) - 8, (b1 & 15) - 8, (b1 >> 4) - 8);
+    }
+}
+
+__device__ inline int row_sum_i32(int v) {
+    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor_i32(v, m, kRowLanes);
+    return v;
+}
+
+__device__ inline float row_sum_f32(float v) {
+    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor_f32(v, m, kRowLanes);
+    return v;
+}
+
+template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matmul_exact_kernel(MatmulArgs a) {
+    const int lane = threadIdx.x % kRowLanes;
+    const int o = blockIdx.x * kRowsPerBlock + threadIdx.x / kRowLanes;
+    const int s0 = blockIdx.y * ST;
+    if (o >= a.O) return; // the whole 32-lane group leaves together
+    const uint8_t *row = a.w + (size_t)o * a.row_bytes;
+    const int chunks = (a.I + 3) / 4;
+    int n_s = a.S - s0;
+    if (n_s > ST) n_s = ST;
+    const int *q4[ST];
+    for (int s = 0; s < ST; ++s) q4[s] = (const int *)(a.q + (size_t)(s0 + (s < n_s ? s : 0)) * a.ldq);
+
+    if (FMT != kG4) {
+        int acc[ST];
+        for (int s = 0; s < ST; ++s) acc[s] = 0;
+        for (int c = lane; c < chunks; c += kRowLanes) {
+            const int w4 = load_codes4<FMT>(row, c, a.row_bytes);
+            for (int s = 0; s < ST; ++s) acc[s] = coli_dot4_i8(w4, q4[s][c], acc[s]);
+        }
+        for (int s = 0; s < ST; ++s) acc[s] = row_sum_i32(acc[s]);
+        if (lane == 0) {
+            for (int s = 0; s < n_s; ++s) {
+                a.y[(size_t)(s0 + s) * a.O + o] = coli_exact_row_output(acc[s], a.scales[o], a.sx[s0 + s]);
+            }
+        }
+    } else {
+        float t[ST];
+        for (int s = 0; s < ST; ++s) t[s] = 0.0f;
+        const int per_group = a.gs / 4; // gs is a multiple of 8: groups start on whole chunks
+        for (int g = 0; g < a.ng; ++g) {
+            int acc[ST];
+            for (int s = 0; s < ST; ++s) acc[s] = 0;
+            const int c_end = min((g + 1) * per_group, chunks);
+            for (int c = g * per_group + lane; c < c_end; c += kRowLanes) {
+                const int w4 = load_codes4<FMT>(row, c, a.row_bytes);
+                for (int s = 0; s < ST; ++s) acc[s] = coli_dot4_i8(w4, q4[s][c], acc[s]);
+            }
+            const float scale = a.scales[(size_t)o * a.ng + g];
+            for (int s = 0; s < ST; ++s) t[s] = coli_exact_group_step(t[s], row_sum_i32(acc[s]), scale);
+        }
+        if (lane == 0) {
+            for (int s = 0; s < n_s; ++s) a.y[(size_t)(s0 + s) * a.O + o] = coli_fmul_rn(t[s], a.sx[s0 + s]);
+        }
+    }
+}
+
+// Float mode: float32 activations times dequantized weights, float32 sums (any order: the
+// contract is an NMSE bound, so fused multiply-adds are welcome here).
+template <int FMT> __device__ inline float weight_at(const uint8_t *row, const float *scales, int i, int gs) {
+    if (FMT == kF32) return ((const float *)row)[i];
+    if (FMT == kQ8) return (float)coli_q8_code(row, i) * scales[0];
+    if (FMT == kQ2) return (float)coli_q2_code(row, i) * scales[0];
+    if (FMT == kQ4) return (float)coli_q4_code(row, i) * scales[0];
+    return (float)coli_q4_code(row, i) * scales[i / gs];
+}
+
+template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matmul_float_kernel(MatmulArgs a) {
+    const int lane = threadIdx.x % kRowLanes;
+    const int o = blockIdx.x * kRowsPerBlock + threadIdx.x / kRowLanes;
+    const int s0 = blockIdx.y * ST;
+    if (o >= a.O) return;
+    const uint8_t *row = a.w + (size_t)o * a.row_bytes;
+    const float *scales = a.scales ? a.scales + (size_t)o * a.ng : nullptr;
+    int n_s = a.S - s0;
+    if (n_s > ST) n_s = ST;
+    float acc[ST];
+    for (int s = 0; s < ST; ++s) acc[s] = 0.0f;
+    for (int i = lane; i < a.I; i += kRowLanes) {
+        const float w = weight_at<FMT>(row, scales, i, a.gs);
+        for (int s = 0; s < ST; ++s) {
+            if (s < n_s) acc[s] += a.x[(size_t)(s0 + s) * a.I + i] * w;
+        }
+    }
+    for (int s = 0; s < ST; ++s) acc[s] = row_sum_f32(acc[s]);
+    if (lane == 0) {
+        for (int s = 0; s < n_s; ++s) a.y[(size_t)(s0 + s) * a.O + o] = acc[s];
+    }
+}
+
+// One block per activation row: amax by a shared-memory reduction (max is exact in any order;
+// NaN never wins a comparison, as on the host), then the contract's scale and codes. Codes past
+// I, up to ldq, are 0.
+__global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const float *x, int I, int8_t *q, int ldq,
+                                                                      float *sx) {
+    __shared__ float part[kBlockThreads];
+    __shared__ float row_inv;
+    const float *xr = x + (size_t)blockIdx.x * I;
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < I; i += kBlockThreads) {
+        const float v = fabsf(xr[i]);
+        m = v > m ? v : m;
+    }
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int stride = kBlockThreads / 2; stride > 0; stride >>= 1) {
+        if ((int)threadIdx.x < stride) {
+            const float other = part[threadIdx.x + stride];
+            part[threadIdx.x] = other > part[threadIdx.x] ? other : part[threadIdx.x];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const float s = coli_act_scale(part[0]);
+        sx[blockIdx.x] = s;
+        row_inv = coli_fdiv_rn(1.0f, s);
+    }
+    __syncthreads();
+    const float inv = row_inv;
+    int8_t *qr = q + (size_t)blockIdx.x * ldq;
+    for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < I ? (int8_t)coli_act_code(xr[i], inv) : 0;
+}
+
+} // namespace coli::gpu

@@ -1,0 +1,455 @@
+// GPU backend tests: every kernel against the CPU reference (exact mode: identical bits; float
+// mode: the NMSE bound), the C API on GPU devices, lifecycle and environment, and every failure
+// path. Outputs are poisoned with NaN before every call and followed by canary zones on the
+// device, so a kernel that writes nothing, or out of bounds, fails. Runs on every visible GPU;
+// the program exits 77 (SKIP) without a GPU backend or device.
+#define CATCH_CONFIG_RUNNER // Catch2 2.x: this file has its own main (exit 77 without a GPU)
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/runtime.h"
+#include "catch_compat.h"
+#include "coli/coli.h"
+#include "gpu/gpu_backend.h"
+#include "ref/expert_ref.h"
+#include "ref/matmul_ref.h"
+#include "testing/test_data.h"
+
+#if defined(COLI_CATCH2_V3)
+#include <catch2/catch_session.hpp>
+#endif // COLI_CATCH2_V3
+
+using namespace coli;
+using namespace coli::testing;
+
+namespace {
+
+constexpr double kFloatMaxNmse = 1e-10;   // portable kernels (docs/numerics.md)
+constexpr double kW4a16MaxNmse = 1e-4;    // tensor-core W4A16: bfloat16 operands
+constexpr size_t kCanary = 64;            // floats guarded past every device output
+constexpr uint32_t kCanaryBits = 0x7fc0dead; // a NaN no kernel produces
+constexpr uint32_t kPoisonBits = 0x7fc00001; // "not written"
+
+std::vector<int> g_devices;
+
+void set_env(const char *name, const char *value) {
+    if (value) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+}
+
+std::string device_list() {
+    std::string s;
+    for (int d : g_devices) s += (s.empty() ? "" : ",") + std::to_string(d);
+    return s;
+}
+
+// coli_init through the environment (COLI_CUDA=1, COLI_GPUS=every visible device).
+struct GpuSession {
+    explicit GpuSession(const char *tc = nullptr, const char *fail_after = nullptr) {
+        coli_shutdown();
+        set_env("COLI_CUDA", "1");
+        set_env("COLI_GPUS", device_list().c_str());
+        set_env("COLI_CUDA_TC_W4A16", tc);
+        set_env("COLI_GPU_FAIL_AFTER", fail_after);
+        const coli_status st = coli_init(nullptr, 0);
+        INFO(coli_last_error());
+        REQUIRE(st == COLI_OK);
+    }
+    ~GpuSession() {
+        coli_shutdown();
+        for (const char *v : {"COLI_CUDA", "COLI_GPUS", "COLI_CUDA_TC_W4A16", "COLI_GPU_FAIL_AFTER"}) unsetenv(v);
+    }
+};
+
+coli_stats stats(int device) {
+    coli_stats s{99, 99};
+    REQUIRE(coli_stats_get(device, &s) == COLI_OK);
+    return s;
+}
+
+bool same(const coli_stats &a, const coli_stats &b) { return a.tensors == b.tensors && a.bytes == b.bytes; }
+
+coli_tensor upload(const Quantized &q, int device) {
+    coli_tensor t = nullptr;
+    const coli_status st = coli_tensor_upload(&t, q.L.fmt, q.L.O, q.L.I, q.L.gs, q.weights.data(),
+                                              q.scales.empty() ? nullptr : q.scales.data(), device);
+    INFO(coli_last_error());
+    REQUIRE(st == COLI_OK);
+    return t;
+}
+
+// A device buffer of n floats followed by a canary zone, poisoned before every use.
+struct GuardedOutput {
+    int device;
+    size_t n;
+    float *ptr = nullptr;
+    GuardedOutput(int dev, size_t count) : device(dev), n(count) {
+        std::string why;
+        void *p = nullptr;
+        REQUIRE(gpu::buffer_alloc(device, (n + kCanary) * sizeof(float), &p, &why) == COLI_OK);
+        ptr = static_cast<float *>(p);
+    }
+    ~GuardedOutput() { gpu::buffer_free(device, ptr); }
+    void poison() {
+        std::vector<uint32_t> init(n + kCanary, kPoisonBits);
+        for (size_t k = n; k < n + kCanary; ++k) init[k] = kCanaryBits;
+        std::string why;
+        REQUIRE(gpu::buffer_write(device, ptr, init.data(), init.size() * 4, &why) == COLI_OK);
+    }
+    // Reads the outputs back; checks that the canaries survived and every output was written.
+    std::vector<float> read() {
+        std::vector<uint32_t> bits(n + kCanary);
+        std::string why;
+        REQUIRE(gpu::buffer_read(device, bits.data(), ptr, bits.size() * 4, &why) == COLI_OK);
+        size_t canary_hits = 0, unwritten = 0;
+        for (size_t k = n; k < n + kCanary; ++k) canary_hits += bits[k] != kCanaryBits;
+        for (size_t k = 0; k < n; ++k) unwritten += bits[k] == kPoisonBits;
+        CHECK(canary_hits == 0);
+        CHECK(unwritten == 0);
+        std::vector<float> out(n);
+        std::memcpy(out.data(), bits.data(), n * 4);
+        return out;
+    }
+};
+
+struct DeviceInput {
+    int device;
+    float *ptr = nullptr;
+    DeviceInput(int dev, const std::vector<float> &x) : device(dev) {
+        std::string why;
+        void *p = nullptr;
+        REQUIRE(gpu::buffer_alloc(device, x.size() * sizeof(float), &p, &why) == COLI_OK);
+        ptr = static_cast<float *>(p);
+        REQUIRE(gpu::buffer_write(device, ptr, x.data(), x.size() * 4, &why) == COLI_OK);
+    }
+    ~DeviceInput() { gpu::buffer_free(device, ptr); }
+};
+
+struct Shape {
+    int fmt;
+    int64_t O, I, gs, S;
+};
+
+// Decode and prefill rows, odd sizes, partial groups, GLM-5 expert shapes.
+const Shape kShapes[] = {
+    {COLI_FORMAT_F32, 37, 101, 0, 1},    {COLI_FORMAT_F32, 64, 96, 0, 19},    {COLI_FORMAT_Q8, 37, 101, 0, 1},
+    {COLI_FORMAT_Q8, 100, 333, 0, 5},    {COLI_FORMAT_Q4, 37, 101, 0, 1},     {COLI_FORMAT_Q4, 50, 77, 0, 3},
+    {COLI_FORMAT_Q4, 129, 200, 0, 33},   {COLI_FORMAT_Q2, 37, 101, 0, 2},     {COLI_FORMAT_Q2, 70, 250, 0, 9},
+    {COLI_FORMAT_G4, 31, 100, 32, 1},    {COLI_FORMAT_G4, 40, 1000, 128, 4},  {COLI_FORMAT_G4, 65, 264, 8, 17},
+    {COLI_FORMAT_G4, 96, 320, 64, 40},   {COLI_FORMAT_Q4, 2048, 6144, 0, 1},  {COLI_FORMAT_G4, 6144, 2048, 128, 2},
+    {COLI_FORMAT_Q4, 256, 512, 0, 300},  {COLI_FORMAT_G4, 512, 1024, 64, 1000},
+};
+
+std::vector<gpu::MatmulPath> paths_for(int device, const Shape &c, int mode) {
+    std::vector<gpu::MatmulPath> paths = {gpu::MatmulPath::portable};
+    const bool tc_format = c.fmt == COLI_FORMAT_Q4 || c.fmt == COLI_FORMAT_G4;
+    const bool tc_exact_ok = c.fmt != COLI_FORMAT_G4 || c.gs % 32 == 0;
+    if (gpu::tensor_cores_active(device) && tc_format && (mode == COLI_NUMERICS_FLOAT || tc_exact_ok)) {
+        paths.push_back(gpu::MatmulPath::tensor_core);
+    }
+    return paths;
+}
+
+const char *path_name(gpu::MatmulPath p) {
+    return p == gpu::MatmulPath::tensor_core ? "tensor_core" : p == gpu::MatmulPath::portable ? "portable" : "auto";
+}
+
+} // namespace
+
+TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE", "[gpu][matmul]") {
+    const char *tc = GENERATE("0", "1");
+    GpuSession session(tc);
+    for (int device : g_devices) {
+        for (const Shape &c : kShapes) {
+            const Quantized q = random_quantized(c.fmt, c.O, c.I, c.gs, 1000 + c.O + c.S);
+            const std::vector<float> x = random_normal(static_cast<size_t>(c.S * c.I), 2000 + c.I);
+            gpu::DeviceTensor *t = nullptr;
+            std::string why;
+            REQUIRE(gpu::tensor_create(device, q.L, q.weights.data(), q.scales.empty() ? nullptr : q.scales.data(), &t,
+                                       &why) == COLI_OK);
+            DeviceInput xd(device, x);
+            GuardedOutput y(device, static_cast<size_t>(c.S * c.O));
+            const std::vector<double> exact = matmul_double(q, x, c.S);
+            for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+                if (mode == COLI_NUMERICS_EXACT && c.fmt == COLI_FORMAT_F32) continue;
+                std::vector<float> want(y.n);
+                ref::matmul(q.view(), x.data(), want.data(), c.S, mode);
+                for (gpu::MatmulPath path : paths_for(device, c, mode)) {
+                    INFO("device " << device << " " << format_name(c.fmt) << " O=" << c.O << " I=" << c.I << " gs="
+                                   << c.gs << " S=" << c.S << " mode=" << mode << " path=" << path_name(path));
+                    y.poison();
+                    const coli_status st = gpu::matmul_device(t, xd.ptr, y.ptr, c.S, mode, path, &why);
+                    INFO(why);
+                    REQUIRE(st == COLI_OK);
+                    const std::vector<float> got = y.read();
+                    if (mode == COLI_NUMERICS_EXACT) {
+                        CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+                    } else {
+                        const double bound = path == gpu::MatmulPath::tensor_core ? kW4a16MaxNmse : kFloatMaxNmse;
+                        const double e = nmse(exact, got.data());
+                        INFO("nmse " << e);
+                        CHECK(e < bound);
+                    }
+                }
+            }
+            REQUIRE(gpu::tensor_destroy(t, &why) == COLI_OK);
+        }
+    }
+}
+
+TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group equal the CPU", "[gpu][api]") {
+    const char *tc = GENERATE("0", "1");
+    GpuSession session(tc);
+    const int64_t D = 256, F = 96;
+    for (int device : g_devices) {
+        for (int fmt : {COLI_FORMAT_Q8, COLI_FORMAT_Q4, COLI_FORMAT_Q2, COLI_FORMAT_G4}) {
+            INFO("device " << device << " " << format_name(fmt) << " COLI_CUDA_TC_W4A16=" << tc);
+            const int64_t gs = fmt == COLI_FORMAT_G4 ? 32 : 0;
+            std::vector<Quantized> mats;
+            for (int k = 0; k < 9; ++k) {
+                const bool down = k % 3 == 2;
+                mats.push_back(random_quantized(fmt, down ? D : F, down ? F : D, gs, 50 * fmt + k));
+            }
+            std::vector<coli_expert> experts;
+            std::vector<ExpertView> views;
+            for (int e = 0; e < 3; ++e) {
+                experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
+                views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
+            }
+            // 40 tokens, top-2: token t goes to experts t % 3 and (t + 1) % 3.
+            const int64_t tokens = 40;
+            std::vector<int64_t> rows(3, 0), token;
+            std::vector<float> weight;
+            for (int e = 0; e < 3; ++e) {
+                for (int64_t t = 0; t < tokens; ++t) {
+                    if (t % 3 == e || (t + 1) % 3 == e) {
+                        ++rows[e];
+                        token.push_back(t);
+                        weight.push_back(t % 3 == e ? 0.625f : 0.375f);
+                    }
+                }
+            }
+            const std::vector<float> x = random_normal(token.size() * D, 77 + fmt);
+            for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
+                INFO("mode " << mode);
+                // matmul at decode and prefill sizes
+                for (int64_t S : {int64_t(1), int64_t(3), int64_t(24)}) {
+                    std::vector<float> want(S * F), got(S * F, std::nanf(""));
+                    ref::matmul(mats[0].view(), x.data(), want.data(), S, mode);
+                    REQUIRE(coli_matmul(experts[0].gate, got.data(), x.data(), S, mode) == COLI_OK);
+                    if (mode == COLI_NUMERICS_EXACT) {
+                        CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+                    } else {
+                        CHECK(nmse(matmul_double(mats[0], x, S), got.data()) < (std::string(tc) == "1" ? kW4a16MaxNmse : kFloatMaxNmse));
+                    }
+                }
+                // fused expert MLP
+                const int64_t S = 20;
+                std::vector<float> want(S * D), got(S * D, std::nanf(""));
+                ref::expert_mlp(ref::matmul, views[1], x.data(), want.data(), S, mode);
+                REQUIRE(coli_expert_mlp(&experts[1], got.data(), x.data(), S, mode) == COLI_OK);
+                if (mode == COLI_NUMERICS_EXACT) CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+                // expert group, sync and async
+                std::vector<float> gwant(tokens * D), gsync(tokens * D, std::nanf("")), gasync(tokens * D, std::nanf(""));
+                ref::expert_group(ref::matmul, views.data(), 3, rows.data(), x.data(), token.data(), weight.data(),
+                                  gwant.data(), tokens, mode);
+                REQUIRE(coli_expert_group(experts.data(), 3, rows.data(), x.data(), token.data(), weight.data(),
+                                          gsync.data(), tokens, mode) == COLI_OK);
+                coli_group_ticket ticket = nullptr;
+                std::vector<float> x_copy = x; // the caller may change x right after issue
+                REQUIRE(coli_expert_group_issue(experts.data(), 3, rows.data(), x_copy.data(), token.data(), weight.data(),
+                                                tokens, mode, &ticket) == COLI_OK);
+                std::fill(x_copy.begin(), x_copy.end(), 1e9f);
+                CHECK(coli_tensor_free(experts[0].gate) == COLI_ERR_INVALID_ARGUMENT); // in use by the ticket
+                REQUIRE(coli_expert_group_take(ticket, gasync.data()) == COLI_OK);
+                CHECK(coli_expert_group_take(ticket, gasync.data()) == COLI_ERR_INVALID_ARGUMENT);
+                if (mode == COLI_NUMERICS_EXACT) {
+                    CHECK(count_bit_differences(gwant.data(), gsync.data(), gsync.size()) == 0);
+                    CHECK(count_bit_differences(gwant.data(), gasync.data(), gasync.size()) == 0);
+                } else {
+                    std::vector<double> gd(gwant.begin(), gwant.end());
+                    CHECK(nmse(gd, gsync.data()) < 1e-4);
+                    CHECK(count_bit_differences(gsync.data(), gasync.data(), gsync.size()) == 0);
+                }
+            }
+            for (const coli_expert &e : experts) {
+                REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
+                REQUIRE(coli_tensor_free(e.up) == COLI_OK);
+                REQUIRE(coli_tensor_free(e.down) == COLI_OK);
+            }
+        }
+        CHECK(same(stats(device), coli_stats{0, 0}));
+    }
+}
+
+TEST_CASE("GPU resident set, in-place update, and host buffers freed after upload", "[gpu][api]") {
+    GpuSession session;
+    const int device = g_devices.front();
+    const Quantized a = random_quantized(COLI_FORMAT_Q4, 64, 128, 0, 1), b = random_quantized(COLI_FORMAT_Q4, 64, 128, 0, 2);
+    const std::vector<float> x = random_normal(128, 3);
+    std::vector<float> want_a(64), want_b(64), y(64);
+    ref::matmul(a.view(), x.data(), want_a.data(), 1, COLI_NUMERICS_EXACT);
+    ref::matmul(b.view(), x.data(), want_b.data(), 1, COLI_NUMERICS_EXACT);
+    coli_tensor t;
+    {
+        Quantized copy = a;
+        t = upload(copy, device);
+        std::fill(copy.weights.begin(), copy.weights.end(), 0);
+    }
+    CHECK(stats(device).tensors == 1);
+    CHECK(stats(device).bytes == a.L.total_bytes());
+    CHECK(stats(COLI_DEVICE_CPU).tensors == 0);
+    coli_tensor_desc d;
+    REQUIRE(coli_tensor_describe(t, &d) == COLI_OK);
+    CHECK(d.device == device);
+    REQUIRE(coli_matmul(t, y.data(), x.data(), 1, COLI_NUMERICS_EXACT) == COLI_OK);
+    CHECK(count_bit_differences(want_a.data(), y.data(), 64) == 0);
+    const void *slot = t->device_tensor;
+    REQUIRE(coli_tensor_update(t, b.weights.data(), b.scales.data()) == COLI_OK);
+    CHECK(t->device_tensor == slot);
+    CHECK(stats(device).bytes == a.L.total_bytes());
+    REQUIRE(coli_matmul(t, y.data(), x.data(), 1, COLI_NUMERICS_EXACT) == COLI_OK);
+    CHECK(count_bit_differences(want_b.data(), y.data(), 64) == 0);
+    REQUIRE(coli_tensor_free(t) == COLI_OK);
+    CHECK(same(stats(device), coli_stats{0, 0}));
+}
+
+TEST_CASE("GPU selection through the environment is strict and never falls back", "[gpu][env]") {
+    coli_shutdown();
+    struct Case { const char *cuda, *gpu, *gpus, *expect; };
+    const Case cases[] = {
+        {"yes", nullptr, nullptr, "COLI_CUDA"},  {"1", "x", nullptr, "COLI_GPU"},
+        {"1", nullptr, "0,,1", "COLI_GPUS"},     {"1", nullptr, "0,x", "COLI_GPUS"},
+        {"1", "0", "0", "both set"},             {"1", "999", nullptr, "does not exist"},
+        {"1", nullptr, "0,999", "does not exist"}, {"0", "0", nullptr, "COLI_CUDA is not 1"},
+    };
+    for (const Case &c : cases) {
+        INFO("COLI_CUDA=" << (c.cuda ? c.cuda : "") << " COLI_GPU=" << (c.gpu ? c.gpu : "") << " COLI_GPUS=" << (c.gpus ? c.gpus : ""));
+        set_env("COLI_CUDA", c.cuda);
+        set_env("COLI_GPU", c.gpu);
+        set_env("COLI_GPUS", c.gpus);
+        CHECK(coli_init(nullptr, 0) != COLI_OK);
+        CHECK(std::string(coli_last_error()).find(c.expect) != std::string::npos);
+        coli_stats s{9, 9};
+        CHECK(coli_stats_get(COLI_DEVICE_ALL, &s) == COLI_OK);
+        CHECK(s.tensors == 0);
+    }
+    set_env("COLI_CUDA", "1");
+    set_env("COLI_GPUS", nullptr);
+    set_env("COLI_GPU", std::to_string(g_devices.back()).c_str());
+    REQUIRE(coli_init(nullptr, 0) == COLI_OK);
+    coli_stats s;
+    CHECK(coli_stats_get(g_devices.back(), &s) == COLI_OK);
+    coli_shutdown();
+    for (const char *v : {"COLI_CUDA", "COLI_GPU", "COLI_GPUS"}) unsetenv(v);
+}
+
+TEST_CASE("GPU failure paths return errors, keep the stats, and leave no sticky state", "[gpu][failure]") {
+    GpuSession session;
+    const int device = g_devices.front();
+    const Quantized q = random_quantized(COLI_FORMAT_G4, 48, 256, 32, 4);
+    const std::vector<float> x = random_normal(2 * 256, 5);
+    std::vector<float> want(2 * 48), y(2 * 48);
+    ref::matmul(q.view(), x.data(), want.data(), 2, COLI_NUMERICS_EXACT);
+    coli_tensor ok = upload(q, device);
+    const coli_stats before = stats(device);
+    coli_tensor t = nullptr;
+    // invalid device, invalid format, null weights or scales
+    CHECK(coli_tensor_upload(&t, q.L.fmt, 48, 256, 32, q.weights.data(), q.scales.data(), 4095) == COLI_ERR_NO_DEVICE);
+    CHECK(coli_tensor_upload(&t, 9, 48, 256, 32, q.weights.data(), q.scales.data(), device) == COLI_ERR_INVALID_ARGUMENT);
+    CHECK(coli_tensor_upload(&t, q.L.fmt, 48, 256, 32, nullptr, q.scales.data(), device) == COLI_ERR_INVALID_ARGUMENT);
+    CHECK(coli_tensor_upload(&t, q.L.fmt, 48, 256, 32, q.weights.data(), nullptr, device) == COLI_ERR_INVALID_ARGUMENT);
+    // far beyond the device's memory: Q8 [2^31-1][2^20] is 2 PiB
+    CHECK(coli_tensor_upload(&t, COLI_FORMAT_Q8, INT32_MAX, 1 << 20, 0, q.weights.data(), q.scales.data(), device) ==
+          COLI_ERR_OUT_OF_MEMORY);
+    CHECK(std::string(coli_last_error()).find("cudaMalloc") != std::string::npos);
+    // a real kernel launch error is reported ...
+    std::string why;
+    CHECK(gpu::launch_invalid_kernel(device, &why) == COLI_ERR_DEVICE);
+    CHECK(why.find("kernel launch") != std::string::npos);
+    CHECK(t == nullptr);
+    CHECK(same(stats(device), before));
+    // ... and none of it is sticky: the next calls succeed with correct results.
+    REQUIRE(coli_matmul(ok, y.data(), x.data(), 2, COLI_NUMERICS_EXACT) == COLI_OK);
+    CHECK(count_bit_differences(want.data(), y.data(), y.size()) == 0);
+    coli_tensor fresh = upload(q, device);
+    REQUIRE(coli_tensor_free(fresh) == COLI_OK);
+    REQUIRE(coli_tensor_free(ok) == COLI_OK);
+}
+
+TEST_CASE("fault injection: whichever device operation fails, the error is clean and the next call works",
+          "[gpu][failure]") {
+    const int device = g_devices.front();
+    const int64_t D = 64, F = 32;
+    const Quantized g = random_quantized(COLI_FORMAT_Q4, F, D, 0, 1), u = random_quantized(COLI_FORMAT_Q4, F, D, 0, 2),
+                    d = random_quantized(COLI_FORMAT_Q4, D, F, 0, 3);
+    const Quantized *mats[3] = {&g, &u, &d};
+    const std::vector<float> x = random_normal(4 * D, 4);
+    std::vector<float> want(4 * D);
+    ref::expert_mlp(ref::matmul, {g.view(), u.view(), d.view()}, x.data(), want.data(), 4, COLI_NUMERICS_EXACT);
+    auto upload_expert_matrix = [&](int k, coli_tensor *slot) {
+        return coli_tensor_upload(slot, mats[k]->L.fmt, mats[k]->L.O, mats[k]->L.I, 0, mats[k]->weights.data(),
+                                  mats[k]->scales.data(), device);
+    };
+    // COLI_GPU_FAIL_AFTER=n makes device operation n+1 fail. Walk n through start-up, three
+    // uploads and a fused expert MLP until the fault falls past the end of that sequence.
+    int faults = 0;
+    for (int n = 0; n < 1000; ++n) {
+        INFO("COLI_GPU_FAIL_AFTER=" << n);
+        coli_shutdown();
+        set_env("COLI_CUDA", "1");
+        set_env("COLI_GPUS", std::to_string(device).c_str());
+        set_env("COLI_GPU_FAIL_AFTER", std::to_string(n).c_str());
+        if (coli_init(nullptr, 0) != COLI_OK) { // the fault hit start-up: a clean error, nothing started
+            CHECK(std::string(coli_last_error()).find("injected fault") != std::string::npos);
+            ++faults;
+            continue;
+        }
+        bool fault = false;
+        coli_expert e{nullptr, nullptr, nullptr};
+        coli_tensor *slots[3] = {&e.gate, &e.up, &e.down};
+        for (int k = 0; k < 3; ++k) {
+            const coli_stats before = stats(device);
+            if (upload_expert_matrix(k, slots[k]) != COLI_OK) {
+                fault = true;
+                CHECK(std::string(coli_last_error()).find("injected fault") != std::string::npos);
+                CHECK(same(stats(device), before));
+                REQUIRE(upload_expert_matrix(k, slots[k]) == COLI_OK); // the next healthy call succeeds
+            }
+        }
+        std::vector<float> y(4 * D, std::nanf(""));
+        const coli_stats before = stats(device);
+        coli_status st = coli_expert_mlp(&e, y.data(), x.data(), 4, COLI_NUMERICS_EXACT);
+        if (st != COLI_OK) {
+            fault = true;
+            CHECK(std::string(coli_last_error()).find("injected fault") != std::string::npos);
+            CHECK(same(stats(device), before));
+            st = coli_expert_mlp(&e, y.data(), x.data(), 4, COLI_NUMERICS_EXACT); // no sticky error
+        }
+        REQUIRE(st == COLI_OK);
+        CHECK(count_bit_differences(want.data(), y.data(), y.size()) == 0);
+        coli_shutdown();
+        if (!fault) break; // the fault lies past the whole sequence
+        ++faults;
+    }
+    INFO("faults injected: " << faults);
+    CHECK(faults >= 20); // start-up, allocations, copies, launches, synchronisation
+    for (const char *v : {"COLI_CUDA", "COLI_GPUS", "COLI_GPU_FAIL_AFTER"}) unsetenv(v);
+}
+
+int main(int argc, char **argv) {
+    int count = 0;
+    if (coli_gpu_count(&count) != COLI_OK || count == 0) {
+        std::printf("SKIP: %s backend, no GPU: %s\n", coli_gpu_backend(), coli_last_error());
+        return 77;
+    }
+    for (int d = 0; d < count; ++d) g_devices.push_back(d);
+    return Catch::Session().run(argc, argv);
+}
