@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start: installs what is missing, builds for the best local device and runs the project's
-# main job there (today the CPU self-check, coli-selfcheck; with a GPU also the device probe).
+# main job there: the self-check (coli-selfcheck) on the CPU and, with a GPU, on GPU 0, plus the
+# device numerics probe.
 #   tools/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +22,8 @@ opts=(-Dgpu=$gpu -Dconformance=enabled -Dtests=auto --wrap-mode=nodownload)
 if [[ -d $dir/meson-private ]]; then meson setup --reconfigure "$dir" "${opts[@]}"; else meson setup "$dir" "${opts[@]}"; fi
 meson compile -C "$dir"
 "$dir/conformance/coli-selfcheck" --json "$dir/selfcheck.json"
-if [[ $gpu != none ]]; then "$dir/src/tests/coli-gpu-device-test"; fi
+if [[ $gpu != none ]]; then
+    "$dir/src/tests/coli-gpu-device-test"
+    "$dir/conformance/coli-selfcheck" --device 0 --json "$dir/selfcheck-gpu0.json"
+fi
 echo "quickstart: report written to $dir/selfcheck.json"

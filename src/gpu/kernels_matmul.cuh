@@ -22,6 +22,8 @@ namespace coli::gpu {
 constexpr int kRowLanes = 32;
 constexpr int kBlockThreads = 256;
 constexpr int kRowsPerBlock = kBlockThreads / kRowLanes;
+// Checked per target in the device pass: a 32-lane row group never straddles two warps.
+static_assert(COLI_WARP_SIZE % kRowLanes == 0, "row groups must tile the warp/wavefront");
 
 enum : int { kF32 = COLI_FORMAT_F32, kQ8 = COLI_FORMAT_Q8, kQ4 = COLI_FORMAT_Q4, kQ2 = COLI_FORMAT_Q2, kG4 = COLI_FORMAT_G4 };
 
