@@ -174,15 +174,7 @@ COLI_DEVICE inline int coli_dot4_i8(int a, int b, int c) {
 // Butterfly exchange within groups of `width` lanes (a power of two, at most 32): every lane of
 // a group ends with the same reduction. Width 32 splits a 64-lane wavefront into two independent
 // groups, so the same kernel is correct on wave32 and wave64 targets.
-COLI_DEVICE inline int coli_shfl_xor_i32(int v, int lane_mask, int width) {
-#if defined(COLI_GPU_VENDOR_CUDA)
-    return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
-#else
-    return __shfl_xor(v, lane_mask, width);
-#endif // vendor
-}
-
-COLI_DEVICE inline float coli_shfl_xor_f32(float v, int lane_mask, int width) {
+template <class T> COLI_DEVICE inline T coli_shfl_xor(T v, int lane_mask, int width) {
 #if defined(COLI_GPU_VENDOR_CUDA)
     return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
 #else

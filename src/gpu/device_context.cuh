@@ -73,21 +73,31 @@ inline std::string runtime_error_text(cudaError_t e) {
 
 // ---- device memory ----------------------------------------------------------------------------
 
-// A device allocation owned by RAII; freeing is not counted as an operation (it must not fail).
-struct DeviceBuffer {
+// Device or pinned host memory owned by RAII; freeing is not counted as an operation (it must
+// not fail).
+template <class Release> struct OwnedBuffer {
     void *ptr = nullptr;
     size_t bytes = 0;
-    DeviceBuffer() = default;
-    DeviceBuffer(const DeviceBuffer &) = delete;
-    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-    ~DeviceBuffer() { release(); }
+    OwnedBuffer() = default;
+    OwnedBuffer(const OwnedBuffer &) = delete;
+    OwnedBuffer &operator=(const OwnedBuffer &) = delete;
+    ~OwnedBuffer() { release(); }
     void release() {
-        if (ptr) cudaFree(ptr);
+        if (ptr) Release()(ptr);
         ptr = nullptr;
         bytes = 0;
     }
     template <class T> T *as() const { return static_cast<T *>(ptr); }
 };
+
+struct DeviceRelease {
+    void operator()(void *p) const { cudaFree(p); }
+};
+struct PinnedRelease {
+    void operator()(void *p) const { cudaFreeHost(p); }
+};
+using DeviceBuffer = OwnedBuffer<DeviceRelease>;
+using PinnedBuffer = OwnedBuffer<PinnedRelease>; // for asynchronous copies
 
 // Makes b hold at least bytes (grow-only scratch).
 inline coli_status ensure(DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
@@ -98,24 +108,9 @@ inline coli_status ensure(DeviceBuffer &b, size_t bytes, const char *what, std::
     return COLI_OK;
 }
 
-// Pinned host memory for asynchronous copies.
-struct PinnedBuffer {
-    void *ptr = nullptr;
-    size_t bytes = 0;
-    PinnedBuffer() = default;
-    PinnedBuffer(const PinnedBuffer &) = delete;
-    PinnedBuffer &operator=(const PinnedBuffer &) = delete;
-    ~PinnedBuffer() {
-        if (ptr) cudaFreeHost(ptr);
-    }
-    template <class T> T *as() const { return static_cast<T *>(ptr); }
-};
-
 inline coli_status ensure_pinned(PinnedBuffer &b, size_t bytes, const char *what, std::string *why) {
     if (b.bytes >= bytes && b.ptr) return COLI_OK;
-    if (b.ptr) cudaFreeHost(b.ptr);
-    b.ptr = nullptr;
-    b.bytes = 0;
+    b.release();
     COLI_GPU_OP(cudaMallocHost(&b.ptr, bytes ? bytes : 1), what);
     b.bytes = bytes;
     return COLI_OK;

@@ -61,12 +61,12 @@ template <int FMT> __device__ inline int load_codes4(const uint8_t *row, int c, 
 }
 
 __device__ inline int row_sum_i32(int v) {
-    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor_i32(v, m, kRowLanes);
+    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor(v, m, kRowLanes);
     return v;
 }
 
 __device__ inline float row_sum_f32(float v) {
-    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor_f32(v, m, kRowLanes);
+    for (int m = kRowLanes / 2; m > 0; m >>= 1) v += coli_shfl_xor(v, m, kRowLanes);
     return v;
 }
 
