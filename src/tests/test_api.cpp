@@ -391,3 +391,20 @@ TEST_CASE("format sizes, quantize and dequantize through the API, with their rej
     expect_error(coli_dequantize(COLI_FORMAT_G4, 3, 20, 0, q.data(), s.data(), back.data()), COLI_ERR_INVALID_ARGUMENT,
                  "coli_dequantize", "group size");
 }
+
+TEST_CASE("COLI_CUDA=1 without a usable GPU is an error at init, never a CPU fallback", "[api][env]") {
+    int n = 0;
+    if (coli_gpu_count(&n) == COLI_OK && n > 0) return; // a GPU is there: test_gpu.cpp covers it
+    coli_shutdown();
+    setenv("COLI_CUDA", "1", 1);
+    const coli_status st = coli_init(nullptr, 0);
+    CHECK(st == COLI_ERR_NO_DEVICE);
+    const std::string msg = coli_last_error();
+    INFO(msg);
+    CHECK(msg.find("GPU 0") != std::string::npos);
+    if (std::string(coli_gpu_backend()) == "none") CHECK(msg.find("without a GPU backend") != std::string::npos);
+    // nothing was started: the CPU-only init still works afterwards
+    unsetenv("COLI_CUDA");
+    REQUIRE(coli_init(nullptr, 0) == COLI_OK);
+    coli_shutdown();
+}
