@@ -121,16 +121,17 @@ COLI_API coli_status coli_init(const int *devices, int count) {
             }
             gpus.push_back(d);
         }
-        long threads = 0, fail_after = -1, tc = 0;
+        long threads = 0, fail_after = -1, tc = 0, poison = 0;
         const long hw = std::max(1u, std::thread::hardware_concurrency());
         if (!env_int("COLI_CPU_THREADS", 1, 4096, hw, &threads, &why) ||
             !env_int("COLI_GPU_FAIL_AFTER", 0, LONG_MAX, -1, &fail_after, &why) ||
-            !env_int("COLI_CUDA_TC_W4A16", 0, 1, 0, &tc, &why)) {
+            !env_int("COLI_CUDA_TC_W4A16", 0, 1, 0, &tc, &why) || !env_int("COLI_GPU_POISON", 0, 1, 0, &poison, &why)) {
             return fail(COLI_ERR_INVALID_ARGUMENT, fn, why);
         }
         gpu::Options options;
         options.fail_after = fail_after;
         options.tc_w4a16 = tc == 1;
+        options.poison_outputs = poison == 1;
         if (const coli_status st = gpu::start(gpus, options, &why); st != COLI_OK) {
             gpu::stop();
             return fail(st, fn, why);

@@ -135,6 +135,14 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     return COLI_OK;
 }
 
+// A kernel output buffer: grown as needed and, with COLI_GPU_POISON=1, filled with 0xff bytes
+// (NaN floats, -1 codes) so that a kernel which writes nothing cannot pass on stale results.
+coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
+    COLI_GPU_CHECK(ensure(b, bytes, what, why));
+    if (g_poison) COLI_GPU_OP(cudaMemsetAsync(b.ptr, 0xff, bytes, ctx.stream), "poison output");
+    return COLI_OK;
+}
+
 // Quantizes S rows of x_dev [S][I] into q [S][ldq] and sx [S].
 coli_status quantize_rows(DeviceContext &ctx, const float *x_dev, int64_t S, int64_t I, int8_t *q, float *sx,
                           std::string *why) {
@@ -182,9 +190,9 @@ coli_status enqueue_expert(DeviceContext &ctx, Scratch &b, const Expert &e, cons
     const int64_t F = e.gate->L.O;
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const size_t hidden = (size_t)(S * F) * sizeof(float);
-    COLI_GPU_CHECK(ensure(b.gate, hidden, "gate buffer", why));
-    COLI_GPU_CHECK(ensure(b.up, hidden, "up buffer", why));
-    COLI_GPU_CHECK(ensure(b.hidden, hidden, "hidden buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.gate, hidden, "gate buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.up, hidden, "up buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.hidden, hidden, "hidden buffer", why));
     COLI_GPU_CHECK(run_matmul(ctx, *e.gate, q, sx, x_dev, b.gate.as<float>(), S, numerics, MatmulPath::automatic, why));
     COLI_GPU_CHECK(run_matmul(ctx, *e.up, q, sx, x_dev, b.up.as<float>(), S, numerics, MatmulPath::automatic, why));
     const size_t n = (size_t)(S * F);
@@ -193,8 +201,8 @@ coli_status enqueue_expert(DeviceContext &ctx, Scratch &b, const Expert &e, cons
     const int8_t *hq = nullptr;
     const float *hsx = nullptr;
     if (exact) { // the contract re-quantizes h per row for the down projection
-        COLI_GPU_CHECK(ensure(b.hq, (size_t)(S * padded_inputs(F)), "hidden codes", why));
-        COLI_GPU_CHECK(ensure(b.hsx, (size_t)S * sizeof(float), "hidden scales", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.hq, (size_t)(S * padded_inputs(F)), "hidden codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.hsx, (size_t)S * sizeof(float), "hidden scales", why));
         COLI_GPU_CHECK(quantize_rows(ctx, b.hidden.as<float>(), S, F, b.hq.as<int8_t>(), b.hsx.as<float>(), why));
         hq = b.hq.as<int8_t>();
         hsx = b.hsx.as<float>();
@@ -208,8 +216,8 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
     COLI_GPU_CHECK(ensure(b.x, (size_t)(rows * D) * sizeof(float), "input buffer", why));
     COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, x, (size_t)(rows * D) * sizeof(float), "copy x to device", why));
     if (numerics == COLI_NUMERICS_EXACT) {
-        COLI_GPU_CHECK(ensure(b.q, (size_t)(rows * padded_inputs(D)), "activation codes", why));
-        COLI_GPU_CHECK(ensure(b.sx, (size_t)rows * sizeof(float), "activation scales", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(rows * padded_inputs(D)), "activation codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)rows * sizeof(float), "activation scales", why));
         COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), rows, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
     }
     return COLI_OK;
@@ -224,7 +232,7 @@ coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, co
     const int64_t D = c.D;
     const bool exact = c.numerics == COLI_NUMERICS_EXACT;
     COLI_GPU_CHECK(stage_input(ctx, b, x, total, D, c.numerics, why));
-    COLI_GPU_CHECK(ensure(b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
     int64_t r0 = 0;
     for (size_t e = 0; e < c.experts.size(); ++e) {
         const int64_t n = c.rows[e];
@@ -253,7 +261,7 @@ coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, co
                                "copy routing weights", why));
     }
     const size_t ny = (size_t)(c.n_tokens * D);
-    COLI_GPU_CHECK(ensure(b.y, ny * sizeof(float), "group output", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
     COLI_GPU_LAUNCH("combine_kernel",
                     combine_kernel<<<(unsigned)((ny + 255) / 256), 256, 0, ctx.stream>>>(
                         b.out.as<float>(), b.routing.as<int>() + c.n_tokens + 1, b.routing.as<int>(), b.weights.as<float>(),
@@ -270,6 +278,7 @@ coli_status start(const std::vector<int> &ordinals, const Options &options, std:
     std::map<int, std::unique_ptr<DeviceContext>> started;
     g_operations = 0;
     g_fail_after = options.fail_after;
+    g_poison = options.poison_outputs;
     for (int ordinal : ordinals) {
         coli_device_info info;
         COLI_GPU_CHECK(device_info(ordinal, &info, why));
@@ -369,7 +378,7 @@ coli_status matmul(const DeviceTensor *t, const float *x, float *y, int64_t S, i
     Scratch &b = ctx.scratch;
     COLI_GPU_CHECK(stage_input(ctx, b, x, S, t->L.I, numerics, why));
     const size_t ny = (size_t)(S * t->L.O) * sizeof(float);
-    COLI_GPU_CHECK(ensure(b.y, ny, "output buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
     COLI_GPU_CHECK(run_matmul(ctx, *t, b.q.as<int8_t>(), b.sx.as<float>(), b.x.as<float>(), b.y.as<float>(), S, numerics,
                               MatmulPath::automatic, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));
@@ -383,8 +392,8 @@ coli_status matmul_device(const DeviceTensor *t, const float *x_dev, float *y_de
     COLI_GPU_CHECK(select_device(t->ordinal, why));
     Scratch &b = ctx.scratch;
     if (numerics == COLI_NUMERICS_EXACT) {
-        COLI_GPU_CHECK(ensure(b.q, (size_t)(S * padded_inputs(t->L.I)), "activation codes", why));
-        COLI_GPU_CHECK(ensure(b.sx, (size_t)S * sizeof(float), "activation scales", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(S * padded_inputs(t->L.I)), "activation codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)S * sizeof(float), "activation scales", why));
         COLI_GPU_CHECK(quantize_rows(ctx, x_dev, S, t->L.I, b.q.as<int8_t>(), b.sx.as<float>(), why));
     }
     COLI_GPU_CHECK(run_matmul(ctx, *t, b.q.as<int8_t>(), b.sx.as<float>(), x_dev, y_dev, S, numerics, path, why));
@@ -399,7 +408,7 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
     const int64_t D = e.gate->L.I;
     COLI_GPU_CHECK(stage_input(ctx, b, x, S, D, numerics, why));
     const size_t ny = (size_t)(S * D) * sizeof(float);
-    COLI_GPU_CHECK(ensure(b.y, ny, "output buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
     COLI_GPU_CHECK(enqueue_expert(ctx, b, e, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(), S,
                                   numerics, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));

@@ -19,6 +19,7 @@ namespace coli::gpu {
 
 inline std::atomic<long> g_fail_after{-1}; // operations left before the injected failure; -1: off
 inline std::atomic<long> g_operations{0};  // device operations since start()
+inline std::atomic<bool> g_poison{false};  // COLI_GPU_POISON: fill kernel outputs with NaN first
 
 // Called before every device operation; false (with *why) when this one is the injected fault.
 inline bool fault_check(const char *what, std::string *why) {

@@ -26,6 +26,7 @@ coli_status device_info(int ordinal, coli_device_info *info, std::string *why);
 struct Options {
     long fail_after = -1;   // COLI_GPU_FAIL_AFTER: the (n+1)-th device operation fails; -1 off
     bool tc_w4a16 = false;  // COLI_CUDA_TC_W4A16: tensor-core paths for Q4/G4 at larger S
+    bool poison_outputs = false; // COLI_GPU_POISON: fill every kernel output with NaN before use
 };
 
 // Starts the given ordinals (streams, scratch), printing one "[GPU] device N: ..." line each.

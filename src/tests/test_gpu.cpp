@@ -58,13 +58,16 @@ struct GpuSession {
         set_env("COLI_GPUS", device_list().c_str());
         set_env("COLI_CUDA_TC_W4A16", tc);
         set_env("COLI_GPU_FAIL_AFTER", fail_after);
+        set_env("COLI_GPU_POISON", "1"); // every device output starts as NaN
         const coli_status st = coli_init(nullptr, 0);
         INFO(coli_last_error());
         REQUIRE(st == COLI_OK);
     }
     ~GpuSession() {
         coli_shutdown();
-        for (const char *v : {"COLI_CUDA", "COLI_GPUS", "COLI_CUDA_TC_W4A16", "COLI_GPU_FAIL_AFTER"}) unsetenv(v);
+        for (const char *v : {"COLI_CUDA", "COLI_GPUS", "COLI_CUDA_TC_W4A16", "COLI_GPU_FAIL_AFTER", "COLI_GPU_POISON"}) {
+            unsetenv(v);
+        }
     }
 };
 
