@@ -441,8 +441,8 @@ coli_status expert_group_issue(const GroupCall &call, const float *x, GroupTicke
     int64_t total = 0;
     for (int64_t r : call.rows) total += r;
     const size_t nx = (size_t)(total * call.D), ny = (size_t)(call.n_tokens * call.D);
-    COLI_GPU_CHECK(ensure_pinned(ticket->x_pinned, nx * sizeof(float), "pinned input", why));
-    COLI_GPU_CHECK(ensure_pinned(ticket->y_pinned, ny * sizeof(float), "pinned output", why));
+    COLI_GPU_CHECK(ensure(ticket->x_pinned, nx * sizeof(float), "pinned input", why));
+    COLI_GPU_CHECK(ensure(ticket->y_pinned, ny * sizeof(float), "pinned output", why));
     if (nx) std::memcpy(ticket->x_pinned.ptr, x, nx * sizeof(float)); // the caller may reuse x on return
     ticket->y_count = ny;
     COLI_GPU_CHECK(enqueue_group(ctx, ticket->buffers, call, ticket->x_pinned.as<float>(), ticket->y_pinned.as<float>(), why));

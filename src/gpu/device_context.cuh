@@ -100,19 +100,15 @@ struct PinnedRelease {
 using DeviceBuffer = OwnedBuffer<DeviceRelease>;
 using PinnedBuffer = OwnedBuffer<PinnedRelease>; // for asynchronous copies
 
-// Makes b hold at least bytes (grow-only scratch).
-inline coli_status ensure(DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
-    if (b.bytes >= bytes && b.ptr) return COLI_OK;
-    b.release();
-    COLI_GPU_OP(cudaMalloc(&b.ptr, bytes ? bytes : 1), what);
-    b.bytes = bytes;
-    return COLI_OK;
-}
+// Allocation of each kind of buffer, as one device operation.
+inline cudaError_t allocate(DeviceBuffer &b, size_t bytes) { return cudaMalloc(&b.ptr, bytes); }
+inline cudaError_t allocate(PinnedBuffer &b, size_t bytes) { return cudaMallocHost(&b.ptr, bytes); }
 
-inline coli_status ensure_pinned(PinnedBuffer &b, size_t bytes, const char *what, std::string *why) {
+// Makes b hold at least bytes (grow-only scratch).
+template <class Buffer> coli_status ensure(Buffer &b, size_t bytes, const char *what, std::string *why) {
     if (b.bytes >= bytes && b.ptr) return COLI_OK;
     b.release();
-    COLI_GPU_OP(cudaMallocHost(&b.ptr, bytes ? bytes : 1), what);
+    COLI_GPU_OP(allocate(b, bytes ? bytes : 1), what);
     b.bytes = bytes;
     return COLI_OK;
 }
