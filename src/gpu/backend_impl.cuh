@@ -314,6 +314,17 @@ void stop() {
     cudaGetLastError();
 }
 
+coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes, std::string *why) {
+    COLI_GPU_CHECK(select_device(ordinal, why));
+    size_t f = 0, t = 0;
+    COLI_GPU_QUERY(cudaMemGetInfo(&f, &t), COLI_ERR_DEVICE);
+    *free_bytes = f;
+    *total_bytes = t;
+    return COLI_OK;
+}
+
+void inject_fault_after(long after) { g_fail_after = g_operations.load() + after; }
+
 bool tensor_cores_active(int ordinal) {
     DeviceContext *ctx = context(ordinal);
     return ctx && ctx->tensor_cores;

@@ -34,6 +34,13 @@ coli_status start(const std::vector<int> &ordinals, const Options &options, std:
 // Frees every GPU resource the backend holds (tensors are freed by the caller first).
 void stop();
 
+// Free and total memory of a started device.
+coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes, std::string *why);
+
+// Test hook: the device operation `after` operations from now fails once (COLI_GPU_FAIL_AFTER at
+// run time, e.g. in the middle of a run).
+void inject_fault_after(long after);
+
 // True when the tensor-core paths can run on this device (compiled in and opted in).
 bool tensor_cores_active(int ordinal);
 

@@ -6,6 +6,14 @@
 
 namespace coli::ref {
 
+void combine_rows(const float *out, int64_t n, int64_t D, const int64_t *token, const float *weight, float *y) {
+    for (int64_t r = 0; r < n; ++r) {
+        float *yt = y + (token ? token[r] : r) * D;
+        const float w = weight ? weight[r] : 1.0f;
+        for (int64_t d = 0; d < D; ++d) yt[d] = coli_fadd_rn(yt[d], coli_fmul_rn(w, out[r * D + d]));
+    }
+}
+
 void expert_mlp(MatmulFn mm, const ExpertView &E, const float *x, float *y, int64_t S, int numerics) {
     const int64_t F = E.gate.L.O;
     std::vector<float> g(static_cast<size_t>(S * F)), u(static_cast<size_t>(S * F));
@@ -27,14 +35,9 @@ void expert_group(MatmulFn mm, const ExpertView *experts, int n_experts, const i
         if (n == 0) continue;
         out.resize(static_cast<size_t>(n * D));
         expert_mlp(mm, experts[e], x + row0 * D, out.data(), n, numerics);
-        for (int64_t r = 0; r < n; ++r) {
-            const int64_t row = row0 + r;
-            const int64_t tok = row_token ? row_token[row] : row;
-            const float w = row_weight ? row_weight[row] : 1.0f;
-            for (int64_t d = 0; d < D; ++d) {
-                y[tok * D + d] = coli_fadd_rn(y[tok * D + d], coli_fmul_rn(w, out[r * D + d]));
-            }
-        }
+        // Without row_token, row r goes to token r: offset y so that this expert's rows land there.
+        combine_rows(out.data(), n, D, row_token ? row_token + row0 : nullptr, row_weight ? row_weight + row0 : nullptr,
+                     row_token ? y : y + row0 * D);
         row0 += n;
     }
 }

@@ -7,6 +7,10 @@
 
 namespace coli::ref {
 
+// Adds weight * out[r] of n rows to y[token[r]] in row order, each product rounded and then added
+// (the expert group's combination; token or weight may be nullptr: row r -> token r, weight 1).
+void combine_rows(const float *out, int64_t n, int64_t D, const int64_t *token, const float *weight, float *y);
+
 // y[S][D] = down(silu(gate(x)) * up(x)); in exact mode down() re-quantizes h per row.
 void expert_mlp(MatmulFn mm, const ExpertView &E, const float *x, float *y, int64_t S, int numerics);
 

@@ -28,6 +28,8 @@ coli_status start(const std::vector<int> &ordinals, const Options &, std::string
 }
 void stop() {}
 bool tensor_cores_active(int) { return false; }
+void inject_fault_after(long) {}
+coli_status memory_info(int, uint64_t *, uint64_t *, std::string *why) { return not_built(why); }
 coli_status tensor_create(int, const Layout &, const uint8_t *, const float *, DeviceTensor **, std::string *why) {
     return not_built(why);
 }

@@ -197,6 +197,53 @@ COLI_API coli_status coli_expert_group_issue(const coli_expert *experts, int n_e
                                              int64_t n_tokens, int numerics, coli_group_ticket *ticket);
 COLI_API coli_status coli_expert_group_take(coli_group_ticket ticket, float *y);
 
+/* ---- Expert tier (docs/expert-tier.md) -------------------------------------------------------
+ * Routed experts are read from a safetensors weight store; the hottest are promoted into a
+ * persistent VRAM tier on the GPUs that coli_init started, the rest run on the CPU. Placement is
+ * decided and uploaded when the tier opens, from CUDA_EXPERT_GB, CUDA_RESERVE_GB, PIN, PIN_FILL,
+ * CUDA_RELEASE_HOST and CUDA_DENSE (docs/configuration.md), and explained on stderr. */
+typedef struct coli_tier_t *coli_tier;
+
+typedef struct coli_tier_info {
+    int layers, experts;       /* routed experts per layer */
+    int64_t hidden, intermediate;
+    int format;
+    int gpu_devices;           /* GPUs the tier may use */
+    uint64_t gpu_experts;      /* routed experts resident on GPUs */
+    uint64_t gpu_tensors;      /* tensors resident on GPUs (experts and dense) */
+    uint64_t gpu_bytes;
+    uint64_t fallbacks;        /* experts that fell back to the CPU (upload or run-time failure) */
+    uint64_t rematerialised;   /* experts re-read from the store after their host copy was released */
+    int gpu_failed;            /* 1 after a GPU failure moved everything to the CPU */
+} coli_tier_info;
+
+/* Writes a store of random weights (deterministic for a seed), for tests and demos. */
+COLI_API coli_status coli_store_write_random(const char *path, int layers, int experts, int64_t hidden,
+                                             int64_t intermediate, int format, int64_t group_size, uint64_t seed);
+
+COLI_API coli_status coli_tier_open(const char *store_path, coli_tier *tier);
+
+/* One MoE layer's routed experts, with the semantics of coli_expert_group: experts[e] is an
+ * expert index of that layer and takes the next rows[e] rows of x. Each expert runs where the tier
+ * placed it; the combination is the same, so exact results do not depend on the placement. */
+COLI_API coli_status coli_tier_forward(coli_tier tier, int layer, const int *experts, int n_experts,
+                                       const int64_t *rows, const float *x, const int64_t *row_token,
+                                       const float *row_weight, float *y, int64_t n_tokens, int numerics);
+
+/* The layer's shared expert (dense; resident on GPU 0 with CUDA_DENSE=1): y[S][D]. */
+COLI_API coli_status coli_tier_shared_expert(coli_tier tier, int layer, float *y, const float *x, int64_t S,
+                                             int numerics);
+
+/* Where an expert runs: a GPU ordinal or COLI_DEVICE_CPU. */
+COLI_API coli_status coli_tier_expert_device(coli_tier tier, int layer, int expert, int *device);
+COLI_API coli_status coli_tier_info_get(coli_tier tier, coli_tier_info *info);
+
+/* Writes the routing counts recorded by coli_tier_forward as a pin profile (PIN=<file>). */
+COLI_API coli_status coli_tier_profile_write(coli_tier tier, const char *path);
+
+/* Frees the tier's tensors; prints the final fallback count line. */
+COLI_API coli_status coli_tier_close(coli_tier tier);
+
 /* ---- Statistics ------------------------------------------------------------------------- */
 
 typedef struct coli_stats {
