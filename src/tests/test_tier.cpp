@@ -11,6 +11,7 @@
 #include "ref/matmul_ref.h"
 #include "store/expert_store.h"
 #include "testing/test_data.h"
+#include "tier/expert_tier.h"
 
 using namespace coli;
 using namespace coli::testing;
@@ -106,4 +107,30 @@ TEST_CASE("tier environment variables are parsed strictly", "[tier][env]") {
     CHECK(coli_tier_open("/nonexistent/store.safetensors", &t) == COLI_ERR_IO);
     coli_shutdown();
     std::remove(path.c_str());
+}
+
+TEST_CASE("tier settings: defaults, multi-GPU defaults, GB units", "[tier][env]") {
+    for (const char *v : {"CUDA_EXPERT_GB", "PIN", "PIN_FILL", "CUDA_RELEASE_HOST", "CUDA_DENSE", "CUDA_RESERVE_GB"}) unsetenv(v);
+    tier::TierSettings one, two;
+    std::string why;
+    REQUIRE(tier::settings_from_environment(1, &one, &why));
+    CHECK_FALSE(one.budget_set);
+    CHECK_FALSE(one.fill);
+    CHECK_FALSE(one.release_host);
+    CHECK(one.budget.reserve == 2000000000ull);
+    REQUIRE(tier::settings_from_environment(2, &two, &why)); // several GPUs: fill and release by default
+    CHECK(two.fill);
+    CHECK(two.release_host);
+    setenv("PIN_FILL", "0", 1);
+    setenv("CUDA_EXPERT_GB", "1.5", 1);
+    setenv("CUDA_RESERVE_GB", "0.5", 1);
+    REQUIRE(tier::settings_from_environment(2, &two, &why));
+    CHECK_FALSE(two.fill); // an explicit value wins
+    CHECK(two.budget_set);
+    CHECK(two.budget.requested == 1500000000ull);
+    CHECK(two.budget.reserve == 500000000ull);
+    setenv("CUDA_EXPERT_GB", "auto", 1);
+    REQUIRE(tier::settings_from_environment(1, &one, &why));
+    CHECK(one.budget.automatic);
+    for (const char *v : {"PIN_FILL", "CUDA_EXPERT_GB", "CUDA_RESERVE_GB"}) unsetenv(v);
 }

@@ -45,11 +45,7 @@ void free_expert(coli_expert &e) {
     }
 }
 
-std::string gb(uint64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f GB", static_cast<double>(bytes) / 1e9);
-    return buf;
-}
+std::string bytes_text(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
 
 } // namespace
 
@@ -191,7 +187,7 @@ coli_status ExpertTier::open(const std::string &path, const std::vector<int> &gp
                  (unsigned long long)in.gpu_tensors, (unsigned long long)in.gpu_bytes, static_cast<int>(gpus.size()),
                  in.gpu_tensors == 0 ? " -- nothing is resident on a GPU: every expert runs on the CPU" : "");
     std::fprintf(stderr, "[GPU] expert tier: %llu of %llu routed experts on GPUs (%s each), %llu fallbacks, host copies %s\n",
-                 (unsigned long long)gpu_experts_, (unsigned long long)slots_.size(), gb(expert_bytes).c_str(),
+                 (unsigned long long)gpu_experts_, (unsigned long long)slots_.size(), bytes_text(expert_bytes).c_str(),
                  (unsigned long long)fallbacks_, release_host_ ? "released" : "kept");
     return COLI_OK;
 }

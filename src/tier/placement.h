@@ -44,7 +44,7 @@ struct DeviceCapacity {
 struct Budget {
     bool automatic = false;  // CUDA_EXPERT_GB=auto
     uint64_t requested = 0;  // bytes, total over all devices (when not automatic)
-    uint64_t reserve = 2ull << 30; // CUDA_RESERVE_GB per device
+    uint64_t reserve = 2000000000ull; // CUDA_RESERVE_GB per device (GB = 10^9 bytes, as the variables)
 };
 
 struct DevicePlan {
