@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start: installs what is missing, builds for the best local device and runs the project's
-# main job there: the self-check (coli-selfcheck) on the CPU and, with a GPU, on GPU 0, plus the
-# device numerics probe.
+# main job there: the conformance suite (coli-conformance), which writes a report into
+# hardware-matrix/ and regenerates docs/hardware-matrix.md, printing a summary table.
 #   tools/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +21,8 @@ opts=(-Dgpu=$gpu -Dconformance=enabled -Dtests=auto --wrap-mode=nodownload)
 [[ $gpu == none ]] || opts+=(-Dgpu_arch=native)
 if [[ -d $dir/meson-private ]]; then meson setup --reconfigure "$dir" "${opts[@]}"; else meson setup "$dir" "${opts[@]}"; fi
 meson compile -C "$dir"
-"$dir/conformance/coli-selfcheck" --json "$dir/selfcheck.json"
-if [[ $gpu != none ]]; then
-    "$dir/src/tests/coli-gpu-device-test"
-    "$dir/conformance/coli-selfcheck" --device 0 --json "$dir/selfcheck-gpu0.json"
-fi
-echo "quickstart: report written to $dir/selfcheck.json"
+# The main job: the conformance suite on the best local device (GPU 0, else the CPU), one report
+# into hardware-matrix/, then the generated docs.
+"$dir/conformance/coli-conformance" --devices best --report-dir hardware-matrix | tee "$dir/conformance.log"
+/usr/bin/env python3 docs/gen_hardware_matrix.py . docs
+echo "quickstart: $(grep '^report:' "$dir/conformance.log"); docs/hardware-matrix.md regenerated"

@@ -1,5 +1,6 @@
 #include "api/host_info.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,6 +35,7 @@ void host_device_info(coli_device_info *info) {
     utsname u;
     std::snprintf(info->arch, sizeof info->arch, "%.31s", uname(&u) == 0 ? u.machine : "unknown");
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    info->multiprocessors = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     info->memory_bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 

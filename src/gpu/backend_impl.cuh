@@ -323,7 +323,7 @@ coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes
     return COLI_OK;
 }
 
-void inject_fault_after(long after) { g_fail_after = g_operations.load() + after; }
+void inject_fault_after(long after) { g_fail_after = after < 0 ? -1 : g_operations.load() + after; }
 
 bool tensor_cores_active(int ordinal) {
     DeviceContext *ctx = context(ordinal);

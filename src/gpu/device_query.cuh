@@ -54,6 +54,7 @@ coli_status device_info(int ordinal, coli_device_info *info, std::string *why) {
     coli_gpu_arch_name(prop, info->arch, sizeof info->arch);
     info->memory_bytes = prop.totalGlobalMem;
     info->warp_size = coli_gpu_warp_size(prop);
+    info->multiprocessors = prop.multiProcessorCount;
     info->has_tensor_cores = coli_gpu_has_nv_tensor_cores(prop) ? 1 : 0;
     std::snprintf(info->runtime, sizeof info->runtime, "%s runtime %d, driver %d",
                   COLI_GPU_RUNTIME_NAME, runtime, driver);

@@ -38,7 +38,7 @@ void stop();
 coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes, std::string *why);
 
 // Test hook: the device operation `after` operations from now fails once (COLI_GPU_FAIL_AFTER at
-// run time, e.g. in the middle of a run).
+// run time, e.g. in the middle of a run); a negative value disarms it.
 void inject_fault_after(long after);
 
 // True when the tensor-core paths can run on this device (compiled in and opted in).

@@ -150,6 +150,8 @@ coli_status ExpertTier::open(const std::string &path, const std::vector<int> &gp
     Plan plan;
     if (!gpus.empty() && s.budget_set) {
         plan = plan_placement(caps, s.budget, order, expert_bytes);
+        budget_requested_ = plan.requested;
+        budget_effective_ = plan.effective;
         for (const std::string &line : plan.log) std::fprintf(stderr, "[GPU] expert budget: %s\n", line.c_str());
     }
 
@@ -331,6 +333,8 @@ coli_tier_info ExpertTier::info_unlocked() {
     in.fallbacks = fallbacks_;
     in.rematerialised = rematerialised_;
     in.gpu_failed = gpu_failed_ ? 1 : 0;
+    in.budget_requested = budget_requested_;
+    in.budget_effective = budget_effective_;
     return in;
 }
 

@@ -63,6 +63,7 @@ private:
     Profile recorded_;
     bool release_host_ = false, gpu_failed_ = false;
     uint64_t gpu_experts_ = 0, fallbacks_ = 0, rematerialised_ = 0;
+    uint64_t budget_requested_ = 0, budget_effective_ = 0;
 };
 
 } // namespace coli::tier

@@ -127,6 +127,7 @@ typedef struct coli_device_info {
     int warp_size;          /* 0 for the CPU, 32 or 64 for GPUs */
     int has_tensor_cores;   /* 1 when the compile-gated NVIDIA tensor-core paths can run */
     char runtime[64];       /* "CUDA runtime 13000, driver 13000" or "" for the CPU */
+    int multiprocessors;    /* SMs / CUs of a GPU; hardware threads of the CPU */
 } coli_device_info;
 
 /* Describe a device: COLI_DEVICE_CPU or a GPU ordinal < coli_gpu_count(). Needs no coli_init. */
@@ -215,6 +216,8 @@ typedef struct coli_tier_info {
     uint64_t fallbacks;        /* experts that fell back to the CPU (upload or run-time failure) */
     uint64_t rematerialised;   /* experts re-read from the store after their host copy was released */
     int gpu_failed;            /* 1 after a GPU failure moved everything to the CPU */
+    uint64_t budget_requested; /* CUDA_EXPERT_GB in bytes (the clamp total for auto), 0 if unset */
+    uint64_t budget_effective; /* after the per-device clamp */
 } coli_tier_info;
 
 /* Writes a store of random weights (deterministic for a seed), for tests and demos. */

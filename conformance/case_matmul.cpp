@@ -1,0 +1,92 @@
+// Family "matmul": every format x numerics mode x shape through the C API on the device under
+// test (and, on the CPU, every registered host variant), against the CPU reference.
+// Kernels: src/gpu/kernels_matmul.cuh, src/gpu/kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
+#include "ref/matmul_ref.h"
+#include "registry.h"
+#include "runner.h"
+#include "testing/test_data.h"
+
+namespace coli::conformance {
+
+namespace {
+
+struct Shape {
+    int fmt;
+    int64_t O, I, gs, S;
+    bool quick;
+};
+
+// Decode and prefill rows, odd and partial-group sizes, the GLM-5 expert shapes.
+const Shape kShapes[] = {
+    {COLI_FORMAT_F32, 37, 101, 0, 1, true},        {COLI_FORMAT_Q8, 37, 101, 0, 3, true},
+    {COLI_FORMAT_Q4, 37, 101, 0, 1, true},         {COLI_FORMAT_Q2, 37, 101, 0, 4, true},
+    {COLI_FORMAT_G4, 31, 100, 32, 3, true},        {COLI_FORMAT_G4, 17, 1000, 128, 2, true},
+    {COLI_FORMAT_Q4, 64, 96, 0, 24, true},         {COLI_FORMAT_Q8, 2048, 6144, 0, 1, false},
+    {COLI_FORMAT_Q4, 2048, 6144, 0, 1, false},     {COLI_FORMAT_Q2, 2048, 6144, 0, 1, false},
+    {COLI_FORMAT_G4, 2048, 6144, 128, 1, false},   {COLI_FORMAT_Q4, 6144, 2048, 0, 1, false},
+    {COLI_FORMAT_G4, 6144, 2048, 64, 8, false},    {COLI_FORMAT_Q4, 512, 1024, 0, 64, false},
+    {COLI_FORMAT_G4, 256, 1024, 32, 128, false},   {COLI_FORMAT_F32, 256, 512, 0, 64, false},
+};
+
+json params_of(const Shape &c, int mode, const char *path) {
+    return {{"format", format_name(c.fmt)}, {"O", c.O}, {"I", c.I}, {"gs", c.gs}, {"S", c.S},
+            {"numerics", mode == COLI_NUMERICS_EXACT ? "exact" : "float"}, {"path", path}};
+}
+
+std::string name_of(const Shape &c, int mode, const char *path) {
+    return std::string(format_name(c.fmt)) + " " + std::to_string(c.O) + "x" + std::to_string(c.I) + " S=" +
+           std::to_string(c.S) + (mode == COLI_NUMERICS_EXACT ? " exact " : " float ") + path;
+}
+
+} // namespace
+
+void run_matmul(const Context &ctx, Recorder &r) {
+    using namespace coli::testing;
+    int k = 0;
+    for (const Shape &c : kShapes) {
+        ++k;
+        if (ctx.quick && !c.quick) continue;
+        const Quantized q = random_quantized(c.fmt, c.O, c.I, c.gs, ctx.seed + k);
+        const std::vector<float> x = random_normal(static_cast<size_t>(c.S * c.I), ctx.seed + 100 + k);
+        const std::vector<double> exact = matmul_double(q, x, c.S);
+        coli_tensor t = nullptr;
+        if (coli_tensor_upload(&t, c.fmt, c.O, c.I, c.gs, q.weights.data(), q.scales.empty() ? nullptr : q.scales.data(),
+                               ctx.device) != COLI_OK) {
+            r.record(ctx, "matmul", name_of(c, 0, "api"), params_of(c, 0, "api"), json::object(), "fail", 0, coli_last_error());
+            continue;
+        }
+        for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+            if (mode == COLI_NUMERICS_EXACT && c.fmt == COLI_FORMAT_F32) continue;
+            std::vector<float> want(static_cast<size_t>(c.S * c.O));
+            ref::matmul(q.view(), x.data(), want.data(), c.S, mode);
+            auto judge = [&](const std::vector<float> &got, bool same_order, double bound, json *m) {
+                if (mode == COLI_NUMERICS_EXACT) {
+                    *m = exact_metrics(want, got);
+                    return (*m)["bit_identical"].get<bool>();
+                }
+                *m = float_metrics(exact, got, want);
+                return (*m)["nmse"].get<double>() < bound && (!same_order || (*m)["differing_from_cpu_reference"] == 0);
+            };
+            if (!ctx.is_gpu()) { // every registered host variant (the reference itself included)
+                for (const MatmulVariant &v : matmul_variants()) {
+                    std::vector<float> got(want.size(), std::nanf(""));
+                    Timer tm;
+                    v.fn(q.view(), x.data(), got.data(), c.S, mode);
+                    json m;
+                    const bool ok = judge(got, true, kFloatMaxNmse, &m);
+                    r.record(ctx, "matmul", name_of(c, mode, v.name), params_of(c, mode, v.name), m, ok ? "ok" : "fail", tm.ms());
+                }
+            }
+            std::vector<float> got(want.size(), std::nanf(""));
+            Timer tm;
+            const coli_status st = coli_matmul(t, got.data(), x.data(), c.S, mode);
+            json m;
+            const bool ok = st == COLI_OK && judge(got, !ctx.is_gpu(), ctx.float_bound(), &m);
+            r.record(ctx, "matmul", name_of(c, mode, "api"), params_of(c, mode, "api"), m, ok ? "ok" : "fail", tm.ms(),
+                     st == COLI_OK ? "" : coli_last_error());
+        }
+        coli_tensor_free(t);
+    }
+}
+
+} // namespace coli::conformance
