@@ -48,9 +48,10 @@ def cell(cases):
     parts = []
     if exact:
         parts.append('✅ bit-exact')
-    if floats or not exact:
+    if floats:
         parts.append('✅ within tolerance')
-    text = ' · '.join(parts)
+    text = ' · '.join(parts) or '✅ passed'
+
     if skipped:
         text = '🟡 partial: %s (%d skipped: %s)' % (text, len(skipped), skipped[0].get('reason', ''))
     return text
