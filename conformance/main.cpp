@@ -59,7 +59,8 @@ json summary_of(const json &cases) {
         failed += st == "fail";
         skipped += st == "skipped";
         const json &m = c["metrics"];
-        if (m.contains("bit_identical")) {
+        const bool float_mode = c["params"].contains("numerics") && c["params"]["numerics"] == "float";
+        if (m.contains("bit_identical") && !float_mode) { // exact-mode bit identity
             ++exact;
             exact_identical += m["bit_identical"].get<bool>();
         }

@@ -43,8 +43,9 @@ def cell(cases):
         return '❌ %d failed' % len(failed)
     if len(skipped) == len(cases):
         return '— %s' % skipped[0].get('reason', 'skipped')
-    exact = [c for c in cases if 'bit_identical' in c['metrics'] and c['status'] == 'ok']
-    floats = [c for c in cases if 'nmse' in c['metrics'] or 'nmse_vs_cpu_float' in c['metrics']]
+    exact = [c for c in cases if 'bit_identical' in c['metrics'] and c['status'] == 'ok' and
+             c['params'].get('numerics') != 'float']
+    floats = [c for c in cases if c['params'].get('numerics') == 'float']
     parts = []
     if exact:
         parts.append('✅ bit-exact')
