@@ -1,6 +1,7 @@
 // Family "matmul": every format x numerics mode x shape through the C API on the device under
 // test (and, on the CPU, every registered host variant), against the CPU reference.
 // Kernels: src/gpu/kernels_matmul.cuh, src/gpu/kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
+#include "gpu/gpu_backend.h"
 #include "ref/matmul_ref.h"
 #include "registry.h"
 #include "runner.h"
@@ -42,6 +43,11 @@ std::string name_of(const Shape &c, int mode, const char *path) {
 
 void run_matmul(const Context &ctx, Recorder &r) {
     using namespace coli::testing;
+    // The tensor-core paths run inside the api cases below (Q4/G4, S >= 16) when they are on.
+    if (ctx.is_gpu() && !gpu::tensor_cores_active(ctx.device)) {
+        r.skip(ctx, "matmul", "tensor-core paths (W4A16, int8 MMA)",
+               ctx.tensor_cores ? "this build or device has no tensor-core kernels" : "COLI_CUDA_TC_W4A16 is not 1");
+    }
     int k = 0;
     for (const Shape &c : kShapes) {
         ++k;
