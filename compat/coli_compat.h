@@ -55,6 +55,12 @@
 #define cudaMallocHost hipHostMalloc
 #define cudaFreeHost hipHostFree
 #define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaEvent_t hipEvent_t
+#define cudaEventCreate hipEventCreate
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventDestroy hipEventDestroy
 
 #define COLI_GPU_RUNTIME_NAME "HIP"
 #define COLI_GPU_VENDOR_NAME "AMD"

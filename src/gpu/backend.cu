@@ -6,6 +6,7 @@
 #include "gpu/device_context.cuh"
 #include "gpu/device_query.cuh"
 #include "gpu/gpu_backend.h"
+#include "gpu/measure.cuh"
 #include "gpu/numerics_probe.cuh"
 
 namespace coli::gpu {

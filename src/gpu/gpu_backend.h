@@ -99,6 +99,20 @@ enum class MatmulPath { automatic, portable, tensor_core };
 coli_status matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
                           MatmulPath path, std::string *why);
 
+// ---- Measurement (bench/bench_gpu.cpp): device time from events on the device's stream ------
+
+// Seconds per pass of a kernel that reads `bytes` of device memory with 16-byte loads.
+coli_status probe_read_bandwidth(int ordinal, size_t bytes, int iterations, double *seconds, std::string *why);
+// Seconds per device-to-device copy of `bytes`.
+coli_status probe_copy(int ordinal, size_t bytes, int iterations, double *seconds, std::string *why);
+// Seconds per matmul_device call (activation quantization included in exact mode).
+coli_status time_matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
+                               MatmulPath path, int iterations, double *seconds, std::string *why);
+// The expert group as expert_group() runs it, timed on the device from the first copy in to the
+// last copy out.
+coli_status time_expert_group(const GroupCall &call, const float *x, float *y, int iterations, double *seconds,
+                              std::string *why);
+
 // A deliberately invalid kernel launch (too many threads per block), to prove launch errors are
 // reported and do not poison later calls.
 coli_status launch_invalid_kernel(int ordinal, std::string *why);

@@ -53,6 +53,15 @@ coli_status matmul_device(const DeviceTensor *, const float *, float *, int64_t,
     return not_built(why);
 }
 coli_status launch_invalid_kernel(int, std::string *why) { return not_built(why); }
+coli_status probe_read_bandwidth(int, size_t, int, double *, std::string *why) { return not_built(why); }
+coli_status probe_copy(int, size_t, int, double *, std::string *why) { return not_built(why); }
+coli_status time_matmul_device(const DeviceTensor *, const float *, float *, int64_t, int, MatmulPath, int, double *,
+                               std::string *why) {
+    return not_built(why);
+}
+coli_status time_expert_group(const GroupCall &, const float *, float *, int, double *, std::string *why) {
+    return not_built(why);
+}
 coli_status run_numerics_probe(int, const NumericsProbe &, std::string *why) { return not_built(why); }
 
 } // namespace coli::gpu

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and writes their JSON into bench/results/, named after the device and the
+# commit: <device>-<commit>-gpu.json (coli-bench-gpu) and <cpu>-<commit>-cpu.json (CPU backend).
+#   bench/run_bench.sh [BUILD_DIR] [OUT_DIR] [extra Google Benchmark flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/cuda}
+out=${2:-bench/results}
+shift $(($# > 2 ? 2 : $#))
+mkdir -p "$out"
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo "${COLI_BUILD_COMMIT:-unknown}" | cut -c1-12)
+slug() { tr '[:upper:]' '[:lower:]' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$//'; }
+if [[ -x $build/bench/coli-bench-gpu ]] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | slug)
+    "$build/bench/coli-bench-gpu" --benchmark_format=console --benchmark_out_format=json \
+        --benchmark_out="$out/$gpu-$commit-gpu.json" "$@"
+fi
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | slug)
+"$build/bench/coli-bench-matmul" --benchmark_filter='cpu_rows8' --benchmark_format=console --benchmark_out_format=json \
+    --benchmark_out="$out/$cpu-$commit-cpu.json" "$@"
+echo "run_bench: results in $out"
