@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Plots effective weight bandwidth versus S for each format from a coli-bench-gpu JSON file,
-with the measured read bandwidth as the roofline.
+"""Plots effective weight bandwidth versus S for each format from coli-bench-gpu results, with
+the measured read bandwidth as the roofline.
 
-  plot_bench.py RESULTS.json OUT.png
+  plot_bench.py RESULTS.json OUT.png        Google Benchmark JSON (--benchmark_out)
+  plot_bench.py RESULTS.console.txt OUT.png the console output of the same run
 """
 import json
 import re
@@ -13,8 +14,27 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+UNITS = {'k': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12, '': 1.0}
+
+
+def from_console(path):
+    """The benchmarks of a console log as dicts like the JSON's (name and counters)."""
+    benches, context = [], {}
+    for line in open(path, encoding='utf-8'):
+        m = re.match(r'^(device|read_bandwidth_151MB_bytes_per_second): (.+)$', line.strip())
+        if m:
+            context[m.group(1)] = m.group(2)
+        if line.startswith('BM_'):
+            b = {'name': line.split()[0].replace('/manual_time', '').replace('/real_time', '')}
+            for k, v, unit in re.findall(r'(\w+)=([0-9.]+)([kMGT]?)', line):
+                b[k] = float(v) * UNITS[unit]
+            benches.append(b)
+    context.setdefault('device', 'see the log')
+    return {'context': context, 'benchmarks': benches}
+
+
 def main(path, png):
-    data = json.load(open(path))
+    data = from_console(path) if path.endswith('.txt') else json.load(open(path))
     roof = float(data['context'].get('read_bandwidth_151MB_bytes_per_second', 0)) / 1e12
     series = {}
     for b in data['benchmarks']:

@@ -8,33 +8,54 @@
 
 #include "blas_baseline.h"
 
-bool coli_blas_bf16_gemm_seconds(int device, int M, int N, int K, int iterations, double *seconds, std::string *why) {
+namespace {
+
+// Operands and handle for one shape, made once: each benchmark iteration times GEMMs only.
+struct GemmSetup {
+    int device = -1, M = 0, N = 0, K = 0;
+    __nv_bfloat16 *a = nullptr, *b = nullptr;
+    float *c = nullptr;
+    cublasHandle_t handle = nullptr;
+    void release() {
+        if (handle) cublasDestroy(handle);
+        cudaFree(a), cudaFree(b), cudaFree(c);
+        *this = GemmSetup{};
+    }
+};
+
+bool prepare(GemmSetup &g, int device, int M, int N, int K, std::string *why) {
+    if (g.handle && g.device == device && g.M == M && g.N == N && g.K == K) return true;
+    g.release();
     if (cudaSetDevice(device) != cudaSuccess) {
         *why = "cudaSetDevice failed";
         return false;
     }
-    __nv_bfloat16 *a = nullptr, *b = nullptr;
-    float *c = nullptr;
     const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    if (cudaMalloc(&a, na * 2) != cudaSuccess || cudaMalloc(&b, nb * 2) != cudaSuccess || cudaMalloc(&c, nc * 4) != cudaSuccess) {
-        cudaFree(a), cudaFree(b), cudaFree(c);
-        *why = "cudaMalloc failed";
+    if (cudaMalloc(&g.a, na * 2) != cudaSuccess || cudaMalloc(&g.b, nb * 2) != cudaSuccess ||
+        cudaMalloc(&g.c, nc * 4) != cudaSuccess || cublasCreate(&g.handle) != CUBLAS_STATUS_SUCCESS) {
+        g.release();
+        *why = "cudaMalloc or cublasCreate failed";
         return false;
     }
     std::vector<__nv_bfloat16> host(na > nb ? na : nb);
     for (size_t k = 0; k < host.size(); ++k) host[k] = __float2bfloat16(((int)(k * 2654435761u % 2001) - 1000) / 1000.0f);
-    cudaMemcpy(a, host.data(), na * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(b, host.data(), nb * 2, cudaMemcpyHostToDevice);
-    cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-        *why = "cublasCreate failed";
-        return false;
-    }
+    cudaMemcpy(g.a, host.data(), na * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(g.b, host.data(), nb * 2, cudaMemcpyHostToDevice);
+    g.device = device, g.M = M, g.N = N, g.K = K;
+    return true;
+}
+
+} // namespace
+
+bool coli_blas_bf16_gemm_seconds(int device, int M, int N, int K, int iterations, double *seconds, std::string *why) {
+    static GemmSetup g;
+    if (!prepare(g, device, M, N, K, why)) return false;
+    cudaSetDevice(device);
     const float one = 1.0f, zero = 0.0f;
     // Column-major cuBLAS: C^T[N][M] = B^T[N][K] * A^T[K][M].
     auto gemm = [&] {
-        return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, b, CUDA_R_16BF, N, a, CUDA_R_16BF, K, &zero, c,
-                            CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return cublasGemmEx(g.handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, g.b, CUDA_R_16BF, N, g.a, CUDA_R_16BF, K,
+                            &zero, g.c, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     };
     bool ok = gemm() == CUBLAS_STATUS_SUCCESS;
     cudaEvent_t e0, e1;
@@ -50,8 +71,6 @@ bool coli_blas_bf16_gemm_seconds(int device, int M, int N, int K, int iterations
     *seconds = ms * 1e-3 / iterations;
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    cublasDestroy(h);
-    cudaFree(a), cudaFree(b), cudaFree(c);
     if (!ok) *why = "cublasGemmEx failed";
     return ok;
 }
