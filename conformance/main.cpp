@@ -29,6 +29,18 @@ using namespace coli::conformance;
 
 namespace {
 
+// A whole decimal integer in [lo, hi] (an optional leading '-'), or false.
+bool parse_int(const std::string &text, long long lo, long long hi, long long *out) {
+    if (text.empty() || text.size() > 19) return false;
+    for (size_t k = 0; k < text.size(); ++k) {
+        if (!(std::isdigit(static_cast<unsigned char>(text[k])) || (k == 0 && text[k] == '-' && text.size() > 1))) return false;
+    }
+    const long long v = std::strtoll(text.c_str(), nullptr, 10);
+    if (v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
 std::string slug(const std::string &s) {
     std::string out;
     for (char c : s) {
@@ -116,7 +128,14 @@ int main(int argc, char **argv) {
             std::stringstream ss(value());
             for (std::string f; std::getline(ss, f, ',');) only.push_back(f);
         } else if (a == "--quick") base.quick = true;
-        else if (a == "--seed") base.seed = std::strtoull(value().c_str(), nullptr, 10);
+        else if (a == "--seed") {
+            long long seed = 0;
+            if (!parse_int(value(), 0, INT64_MAX, &seed)) {
+                std::fprintf(stderr, "coli-conformance: --seed takes a non-negative integer\n");
+                return 2;
+            }
+            base.seed = static_cast<uint64_t>(seed);
+        }
         else if (a == "--report") report_path = value();
         else if (a == "--report-dir") report_dir = value();
         else if (a == "--list") list = true;
@@ -147,7 +166,18 @@ int main(int argc, char **argv) {
         selected.push_back(n_gpus > 0 ? 0 : COLI_DEVICE_CPU);
     } else {
         std::stringstream ss(devices_arg);
-        for (std::string d; std::getline(ss, d, ',');) selected.push_back(std::atoi(d.c_str()));
+        for (std::string d; std::getline(ss, d, ',');) {
+            long long id = 0;
+            if (!parse_int(d, -1, 1023, &id)) {
+                std::fprintf(stderr, "coli-conformance: --devices: '%s' is not -1 (the CPU) or a GPU ordinal\n", d.c_str());
+                return 2;
+            }
+            selected.push_back(static_cast<int>(id));
+        }
+        if (selected.empty()) {
+            std::fprintf(stderr, "coli-conformance: --devices is empty\n");
+            return 2;
+        }
     }
     std::vector<int> init = {COLI_DEVICE_CPU};
     for (int d : selected) {

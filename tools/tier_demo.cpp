@@ -102,7 +102,10 @@ int main(int argc, char **argv) {
         if (a == "--dir" && k + 1 < argc) {
             dir = argv[++k];
         } else if (a == "--tokens" && k + 1 < argc) {
-            tokens = std::atoi(argv[++k]);
+            char *end = nullptr;
+            const char *text = argv[++k];
+            tokens = static_cast<int>(std::strtol(text, &end, 10));
+            if (!*text || *end) tokens = 0; // not a whole number: refused below
         } else if (a == "--budget-gb" && k + 1 < argc) {
             budget = argv[++k];
         } else {
