@@ -7,8 +7,9 @@ Every failure prints one clear message on stderr and exits 1; Meson turns it int
   gpu_toolchain.py locate-nvcc
       -> nvcc path. Looks in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin.
   gpu_toolchain.py locate-hip COMPILER
-      -> two lines: compiler path, ROCm library dir (may be empty). Looks in $ROCM_HOME/bin,
-         $ROCM_PATH/bin, /opt/rocm/bin, then PATH (Debian's system hipcc is /usr/bin/hipcc).
+      -> two lines: compiler path, the directory of libamdhip64 (may be empty). Looks in
+         $ROCM_HOME/bin, $ROCM_PATH/bin, /opt/rocm/bin, then PATH (Debian's system hipcc is
+         /usr/bin/hipcc); the library in those roots' lib dirs, then the system's.
   gpu_toolchain.py arch cuda|hip COMPILER ARCH [ARCH ...]
       -> the resolved, validated targets, one per line ('native' replaced by the visible GPUs).
 """
@@ -78,13 +79,11 @@ def locate_hip(compiler):
              '$ROCM_HOME/bin, $ROCM_PATH/bin, /opt/rocm/bin and PATH); -Dhip_compiler picks another '
              'driver such as amdclang++.' % compiler)
     libdir = ''
-    for root in rocm_roots():
-        for sub in ('lib', 'lib64'):
-            d = os.path.join(root, sub)
-            if os.path.isdir(d) and any(f.startswith('libamdhip64.so') for f in os.listdir(d)):
-                libdir = d
-                break
-        if libdir:
+    candidates = [os.path.join(root, sub) for root in rocm_roots() for sub in ('lib', 'lib64')]
+    candidates += ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib']  # a distribution's HIP
+    for d in candidates:
+        if os.path.isdir(d) and any(f.startswith('libamdhip64.so') for f in os.listdir(d)):
+            libdir = d
             break
     print(found)
     print(libdir)

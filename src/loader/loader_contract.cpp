@@ -1,5 +1,6 @@
 // Contract tests of the fail-closed module loader, one case per process (a loaded module stays
-// mapped): coli-loader-contract CASE GOOD OTHER MISSING BADABI HIPRUNTIME SCRATCH
+// mapped): coli-loader-contract CASE GOOD OTHER MISSING BADABI HIPRUNTIME SCRATCH, or
+// coli-loader-contract real-module BACKEND DIR RUNTIME_DIR for the module this build made.
 // Exit 0 when the loader behaves as the case requires, 1 otherwise.
 #include <cstdio>
 #include <fstream>
@@ -33,6 +34,11 @@ bool expect_loaded(const ModuleConfig &c) {
 } // namespace
 
 int main(int argc, char **argv) {
+    if (argc == 5 && std::string(argv[1]) == "real-module") { // real-module BACKEND DIR RUNTIME_DIR
+        const bool ok = expect_loaded({argv[2], argv[3], argv[4]});
+        std::printf("real-module: %s\n", ok ? "as required" : "NOT as required");
+        return ok ? 0 : 1;
+    }
     if (argc != 8) {
         std::fprintf(stderr, "usage: %s CASE GOOD OTHER MISSING BADABI HIPRUNTIME SCRATCH\n", argv[0]);
         return 2;

@@ -86,16 +86,17 @@ coli_status find_hip_runtime(const std::string &dir, std::string *path, std::str
     if (!d) return refuse(why, "COLI_HIP_RUNTIME_DIR=" + dir + " is not a readable directory");
     std::vector<std::string> hits;
     while (struct dirent *e = ::readdir(d)) {
-        const std::string n = e->d_name;
+        // libamdhip64.so.<major> only: the fully versioned file it links to is the same runtime.
+        const std::string n = e->d_name, prefix = "libamdhip64.so.";
+        const bool major_only = n.size() > prefix.size() && n.rfind(prefix, 0) == 0 &&
+                                n.find_first_not_of("0123456789", prefix.size()) == std::string::npos;
         struct stat st;
-        if (n.rfind("libamdhip64.so.", 0) == 0 && ::stat((dir + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-            hits.push_back(dir + "/" + n);
-        }
+        if (major_only && ::stat((dir + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) hits.push_back(dir + "/" + n);
     }
     ::closedir(d);
     if (hits.size() != 1) {
             return refuse(why, "COLI_HIP_RUNTIME_DIR=" + dir + " holds " + std::to_string(hits.size()) +
-                               " libamdhip64.so.N files; exactly one is required");
+                               " libamdhip64.so.<major> files; exactly one is required");
     }
     *path = hits[0];
     return COLI_OK;
