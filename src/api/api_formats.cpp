@@ -9,6 +9,18 @@
 
 using namespace coli;
 
+namespace {
+
+// The checks quantize and dequantize share: a valid layout, its weight buffers, and w.
+coli_status check_matrix_call(const char *fn, int fmt, int64_t O, int64_t I, int64_t gs, const void *weights,
+                              const float *scales, const float *w, Layout *L) {
+    if (const coli_status st = check_layout(fn, fmt, O, I, gs, L); st != COLI_OK) return st;
+    if (const coli_status st = check_weight_buffers(fn, *L, weights, scales); st != COLI_OK) return st;
+    return w ? COLI_OK : fail(COLI_ERR_INVALID_ARGUMENT, fn, "w must not be NULL");
+}
+
+} // namespace
+
 extern "C" {
 
 COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs, size_t *weight_bytes,
@@ -31,9 +43,7 @@ COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, co
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Layout L;
-        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
-        if (const coli_status st = check_weight_buffers(fn, L, weights, scales); st != COLI_OK) return st;
-        if (!w) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w must not be NULL");
+        if (const coli_status st = check_matrix_call(fn, fmt, O, I, gs, weights, scales, w, &L); st != COLI_OK) return st;
         const int64_t n = O * I;
         for (int64_t k = 0; k < n; ++k) {
             if (!std::isfinite(w[k])) {
@@ -51,9 +61,7 @@ COLI_API coli_status coli_dequantize(int fmt, int64_t O, int64_t I, int64_t gs, 
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Layout L;
-        if (const coli_status st = check_layout(fn, fmt, O, I, gs, &L); st != COLI_OK) return st;
-        if (const coli_status st = check_weight_buffers(fn, L, weights, scales); st != COLI_OK) return st;
-        if (!w) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "w must not be NULL");
+        if (const coli_status st = check_matrix_call(fn, fmt, O, I, gs, weights, scales, w, &L); st != COLI_OK) return st;
         dequantize(L, static_cast<const uint8_t *>(weights), scales, w);
         return COLI_OK;
     });

@@ -24,8 +24,6 @@ struct DeviceTensor {
     DeviceBuffer weights, scales;
 };
 
-int tensor_device(const DeviceTensor *t) { return t->ordinal; }
-
 namespace {
 
 // Activation codes are padded to whole tensor-core k-steps.

@@ -53,7 +53,6 @@ coli_status tensor_create(int ordinal, const Layout &L, const uint8_t *weights, 
 // Copies new contents into the same device allocation.
 coli_status tensor_update(DeviceTensor *t, const uint8_t *weights, const float *scales, std::string *why);
 coli_status tensor_destroy(DeviceTensor *t, std::string *why);
-int tensor_device(const DeviceTensor *t);
 
 // ---- Compute (host buffers in and out) -------------------------------------------------------
 
@@ -71,7 +70,7 @@ struct GroupCall {
     std::vector<int64_t> rows;       // per expert
     std::vector<int64_t> row_token;  // per row (empty: row r -> token r)
     std::vector<float> row_weight;   // per row (empty: 1)
-    int64_t n_tokens = 0, D = 0, F_max = 0;
+    int64_t n_tokens = 0, D = 0;
     int numerics = COLI_NUMERICS_EXACT;
 };
 

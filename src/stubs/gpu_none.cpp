@@ -38,7 +38,6 @@ coli_status tensor_destroy(DeviceTensor *t, std::string *) {
     delete t;
     return COLI_OK;
 }
-int tensor_device(const DeviceTensor *) { return COLI_DEVICE_CPU; }
 coli_status matmul(const DeviceTensor *, const float *, float *, int64_t, int, std::string *why) { return not_built(why); }
 coli_status expert_mlp(const Expert &, const float *, float *, int64_t, int, std::string *why) { return not_built(why); }
 coli_status expert_group(const GroupCall &, const float *, float *, std::string *why) { return not_built(why); }

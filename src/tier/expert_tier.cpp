@@ -175,7 +175,6 @@ coli_status ExpertTier::open(const std::string &path, const std::vector<int> &gp
                 if (st == COLI_ERR_IO) return st;
                 if (st == COLI_OK) {
                     sl.device = placed->second;
-                    ++gpu_experts_;
                     if (release_host_) continue; // no host copy: rematerialised from the store if needed
                 } else {
                     note_fallback("layer " + std::to_string(l) + " expert " + std::to_string(e) + ": " + *why);
@@ -189,7 +188,7 @@ coli_status ExpertTier::open(const std::string &path, const std::vector<int> &gp
                  (unsigned long long)in.gpu_tensors, (unsigned long long)in.gpu_bytes, static_cast<int>(gpus.size()),
                  in.gpu_tensors == 0 ? " -- nothing is resident on a GPU: every expert runs on the CPU" : "");
     std::fprintf(stderr, "[GPU] expert tier: %llu of %llu routed experts on GPUs (%s each), %llu fallbacks, host copies %s\n",
-                 (unsigned long long)gpu_experts_, (unsigned long long)slots_.size(), bytes_text(expert_bytes).c_str(),
+                 (unsigned long long)in.gpu_experts, (unsigned long long)slots_.size(), bytes_text(expert_bytes).c_str(),
                  (unsigned long long)fallbacks_, release_host_ ? "released" : "kept");
     return COLI_OK;
 }

@@ -62,7 +62,7 @@ private:
     std::vector<coli_expert> shared_cpu_, shared_gpu_; // per layer
     Profile recorded_;
     bool release_host_ = false, gpu_failed_ = false;
-    uint64_t gpu_experts_ = 0, fallbacks_ = 0, rematerialised_ = 0;
+    uint64_t fallbacks_ = 0, rematerialised_ = 0;
     uint64_t budget_requested_ = 0, budget_effective_ = 0;
 };
 
