@@ -177,6 +177,39 @@ COLI_DEVICE inline int coli_dot4_i8(int a, int b, int c) {
 #endif // dot4 selection
 }
 
+// Shuffle: every lane of a group of `width` lanes reads v from lane src_lane of its group.
+template <class T> COLI_DEVICE inline T coli_shfl(T v, int src_lane, int width) {
+#if defined(COLI_GPU_VENDOR_CUDA)
+    return __shfl_sync(0xffffffffu, v, src_lane, width);
+#else
+    return __shfl(v, src_lane, width);
+#endif // vendor
+}
+
+// The float whose IEEE 754 bits are u.
+COLI_DEVICE inline float coli_float_from_bits(unsigned u) {
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif // vendor
+}
+
+// Byte permute: result byte k = byte (selector nibble k & 7) of the 8-byte value {b:a} (a holds
+// bytes 0..3). The PTX prmt default mode; AMD's __byte_perm has the same semantics.
+COLI_DEVICE inline unsigned coli_byte_perm(unsigned a, unsigned b, unsigned selector) {
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__)
+    return __byte_perm(a, b, selector);
+#else
+    const unsigned long long v = ((unsigned long long)b << 32) | a;
+    unsigned r = 0;
+    for (int k = 0; k < 4; ++k) r |= (unsigned)((v >> (8 * ((selector >> (4 * k)) & 7))) & 0xff) << (8 * k);
+    return r;
+#endif // byte_perm selection
+}
+
 // Butterfly exchange within groups of `width` lanes (a power of two, at most 32): every lane of
 // a group ends with the same reduction. Width 32 splits a 64-lane wavefront into two independent
 // groups, so the same kernel is correct on wave32 and wave64 targets.

@@ -14,6 +14,7 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
+#include "gpu/kernels_matvec.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 
 namespace coli::gpu {
@@ -113,23 +114,52 @@ coli_status launch_tensor_core(const MatmulArgs &a, bool exact, cudaStream_t str
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
-// Whether a call takes the tensor cores; an explicit request that cannot be met is an error.
-coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bool exact, MatmulPath requested,
-                        bool *tensor_core, std::string *why) {
-    const bool shape_ok = (L.fmt == COLI_FORMAT_Q4 || L.fmt == COLI_FORMAT_G4) &&
-                          (!exact || L.fmt != COLI_FORMAT_G4 || L.gs % 32 == 0);
-    *tensor_core = false;
-    if (requested == MatmulPath::tensor_core) {
-        if (!ctx.tensor_cores || !shape_ok) {
-            *why = std::string("the tensor-core path is not available here (") +
-                   (!ctx.tensor_cores ? "not enabled, compiled or present on this device"
-                                      : "it takes Q4, or G4 with gs a multiple of 32 in exact mode") + ")";
-            return COLI_ERR_UNSUPPORTED;
-        }
-        *tensor_core = true;
-    } else if (requested == MatmulPath::automatic) {
-        *tensor_core = ctx.tensor_cores && shape_ok && S >= kTcMinRows;
+bool tensor_core_shape(const Layout &L, bool exact) {
+    return (L.fmt == COLI_FORMAT_Q4 || L.fmt == COLI_FORMAT_G4) && (!exact || L.fmt != COLI_FORMAT_G4 || L.gs % 32 == 0);
+}
+
+// The tensor cores on this device for this mode: int8 MMA (exact, bit-identical) whenever they
+// exist; W4A16 (float, its own accuracy bound) only when opted in.
+bool tensor_cores_for(const DeviceContext &ctx, bool exact) { return ctx.tensor_cores && (exact || ctx.w4a16); }
+
+// Exact tensor-core calls batch into the tiled kernel when whole 16-byte pieces tile the rows.
+bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0; }
+
+// Whether the vector kernels (kernels_matvec.cuh) take this layout in this mode: whole pieces of
+// weight bytes per row, activations read only within the row (exact: within the zero-padded codes).
+bool vector_shape(const Layout &L, bool exact) {
+    if (L.fmt == COLI_FORMAT_F32) return false;
+    const int64_t piece = exact ? 16 : 4;
+    const int64_t wb = L.fmt == COLI_FORMAT_Q8 ? piece : L.fmt == COLI_FORMAT_Q2 ? piece / 4 : piece / 2;
+    if (L.row_bytes % wb != 0) return false;
+    if (exact ? (int64_t)(L.row_bytes / wb) * piece > padded_inputs(L.I) : L.I % piece != 0) return false;
+    if (exact && L.fmt == COLI_FORMAT_G4) {
+        const int64_t lanes = L.gs / piece;
+        if (L.gs % piece != 0 || lanes > kRowLanes || (lanes & (lanes - 1)) != 0) return false;
     }
+    return true;
+}
+
+// The path a call takes; an explicit request that cannot be met is an error.
+coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bool exact, MatmulPath requested,
+                        MatmulPath *chosen, std::string *why) {
+    const bool tc_ok = tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
+    const bool vec_ok = vector_shape(L, exact);
+    if (requested == MatmulPath::tensor_core && !tc_ok) {
+        *why = std::string("the tensor-core path is not available here (") +
+               (!tensor_cores_for(ctx, exact) ? (ctx.tensor_cores ? "W4A16 is not enabled (COLI_CUDA_TC_W4A16=1)"
+                                                                   : "not compiled in or present on this device")
+                                  : "it takes Q4, or G4 with gs a multiple of 32 in exact mode") + ")";
+        return COLI_ERR_UNSUPPORTED;
+    }
+    if (requested == MatmulPath::vector && !vec_ok) {
+        *why = "the vector path does not take this shape (row bytes a multiple of 16; float mode: I a multiple of "
+               "the codes per 16 bytes; G4: gs a multiple of them, at most 32 lanes per group)";
+        return COLI_ERR_UNSUPPORTED;
+    }
+    if (requested != MatmulPath::automatic) *chosen = requested;
+    else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
+    else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;
     return COLI_OK;
 }
 
@@ -149,14 +179,48 @@ coli_status quantize_rows(DeviceContext &ctx, const float *x_dev, int64_t S, int
     return COLI_OK;
 }
 
-// y_dev = W x for S rows that are already quantized (exact: q, sx) or float (x_dev).
-coli_status run_matmul(DeviceContext &ctx, const DeviceTensor &t, const int8_t *q, const float *sx, const float *x_dev,
-                       float *y_dev, int64_t S, int numerics, MatmulPath path, std::string *why) {
-    const bool exact = numerics == COLI_NUMERICS_EXACT;
-    bool tc = false;
-    COLI_GPU_CHECK(choose_path(ctx, t.L, S, exact, path, &tc, why));
-    const MatmulArgs a = args_for(t, q, sx, x_dev, y_dev, S);
-    switch (t.L.fmt) {
+// One matmul of a launch sequence: y = W x for S rows already on the device (exact: q, sx).
+struct MatmulJob {
+    const DeviceTensor *t;
+    const int8_t *q;
+    const float *sx;
+    const float *x;
+    float *y;
+    int64_t S;
+};
+
+template <int FMT> coli_status launch_vector(const BatchArgs &a, int64_t max_S, bool exact, cudaStream_t stream, std::string *why) {
+    const unsigned gx = (unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock);
+#define COLI_LAUNCH_VEC(ST)                                                                                             \
+    do {                                                                                                                \
+        const dim3 grid(gx, (unsigned)((max_S + (ST)-1) / (ST)));                                                       \
+        if (exact) COLI_GPU_LAUNCH("matvec_kernel", (matvec_kernel<FMT, ST, true><<<grid, kBlockThreads, 0, stream>>>(a))); \
+        else COLI_GPU_LAUNCH("matvec_kernel", (matvec_kernel<FMT, ST, false><<<grid, kBlockThreads, 0, stream>>>(a)));     \
+    } while (0)
+    if (max_S == 1) COLI_LAUNCH_VEC(1);
+    else if (max_S == 2) COLI_LAUNCH_VEC(2);
+    else if (max_S <= 4) COLI_LAUNCH_VEC(4);
+    else COLI_LAUNCH_VEC(8);
+#undef COLI_LAUNCH_VEC
+    return COLI_OK;
+}
+
+template <int FMT> coli_status launch_tiled(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
+#if COLI_NV_TENSOR_CORE_PATHS
+    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kTileM - 1) / kTileM));
+    COLI_GPU_LAUNCH("mma_exact_tiled_kernel", mma_exact_tiled_kernel<FMT><<<grid, kTileThreads, 0, stream>>>(a));
+    return COLI_OK;
+#else
+    (void)a, (void)blocks, (void)max_S, (void)stream;
+    *why = "tensor-core kernels are not part of this build";
+    return COLI_ERR_UNSUPPORTED;
+#endif // COLI_NV_TENSOR_CORE_PATHS
+}
+
+coli_status launch_single(const DeviceContext &ctx, const MatmulJob &j, MatmulPath path, bool exact, std::string *why) {
+    const MatmulArgs a = args_for(*j.t, j.q, j.sx, j.x, j.y, j.S);
+    const bool tc = path == MatmulPath::tensor_core;
+    switch (j.t->L.fmt) {
     case COLI_FORMAT_F32: return launch_portable<kF32>(a, exact, ctx.stream, why);
     case COLI_FORMAT_Q8: return launch_portable<kQ8>(a, exact, ctx.stream, why);
     case COLI_FORMAT_Q2: return launch_portable<kQ2>(a, exact, ctx.stream, why);
@@ -165,6 +229,64 @@ coli_status run_matmul(DeviceContext &ctx, const DeviceTensor &t, const int8_t *
     default:
         return tc ? launch_tensor_core<kG4>(a, exact, ctx.stream, why) : launch_portable<kG4>(a, exact, ctx.stream, why);
     }
+}
+
+bool same_layout(const Layout &a, const Layout &b) { return a.fmt == b.fmt && a.O == b.O && a.I == b.I && a.gs == b.gs; }
+
+// Runs the jobs in order. Consecutive jobs that take the vector path with one layout share a
+// launch (up to kBatchProblems): an expert group's gate and up projections are one launch.
+coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int numerics, MatmulPath path,
+                        std::string *why) {
+    const bool exact = numerics == COLI_NUMERICS_EXACT;
+    for (size_t i = 0; i < n;) {
+        const Layout &L = jobs[i].t->L;
+        MatmulPath chosen;
+        COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &chosen, why));
+        const bool tiled = chosen == MatmulPath::tensor_core && tiled_shape(L, exact);
+        if (chosen != MatmulPath::vector && !tiled) {
+            COLI_GPU_CHECK(launch_single(ctx, jobs[i], chosen, exact, why));
+            ++i;
+            continue;
+        }
+        BatchArgs a{};
+        a.O = (int)L.O;
+        a.I = (int)L.I;
+        a.row_bytes = (int)L.row_bytes;
+        a.gs = (int)L.gs;
+        a.ng = (int)(L.groups > 0 ? L.groups : 1);
+        a.ldq = (int)padded_inputs(L.I);
+        const int rows_per_block = tiled ? kTileN : kVecRowsPerBlock;
+        const int blocks = (int)((L.O + rows_per_block - 1) / rows_per_block);
+        int64_t max_S = 0;
+        for (; i < n && a.n < kBatchProblems && same_layout(jobs[i].t->L, L); ++i) {
+            MatmulPath next;
+            COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &next, why));
+            if (next != chosen) break;
+            const MatmulJob &j = jobs[i];
+            a.p[a.n] = BatchProblem{j.t->weights.as<uint8_t>(), j.t->scales.as<float>(), j.q, j.sx, j.x, j.y, (int)j.S,
+                                    a.n * blocks};
+            ++a.n;
+            max_S = std::max(max_S, j.S);
+        }
+        if (tiled) {
+            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_tiled<kQ4>(a, blocks, max_S, ctx.stream, why)
+                                                   : launch_tiled<kG4>(a, blocks, max_S, ctx.stream, why));
+            continue;
+        }
+        switch (L.fmt) {
+        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch_vector<kQ8>(a, max_S, exact, ctx.stream, why)); break;
+        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch_vector<kQ4>(a, max_S, exact, ctx.stream, why)); break;
+        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch_vector<kQ2>(a, max_S, exact, ctx.stream, why)); break;
+        default: COLI_GPU_CHECK(launch_vector<kG4>(a, max_S, exact, ctx.stream, why)); break;
+        }
+    }
+    return COLI_OK;
+}
+
+coli_status run_matmul(DeviceContext &ctx, const DeviceTensor &t, const int8_t *q, const float *sx, const float *x_dev,
+                       float *y_dev, int64_t S, int numerics, MatmulPath path, std::string *why) {
+    const MatmulJob job{&t, q, sx, x_dev, y_dev, S};
+    return run_matmuls(ctx, &job, 1, numerics, path, why);
 }
 
 coli_status copy_in(DeviceContext &ctx, void *dst, const void *src, size_t bytes, const char *what, std::string *why) {
@@ -182,30 +304,72 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
     return COLI_OK;
 }
 
-// The fused expert MLP on rows already on the device: x_dev (and, exact, q/sx) -> y_dev.
-coli_status enqueue_expert(DeviceContext &ctx, Scratch &b, const Expert &e, const float *x_dev, const int8_t *q,
-                           const float *sx, float *y_dev, int64_t S, int numerics, std::string *why) {
-    const int64_t F = e.gate->L.O;
+// Fused expert MLPs on rows already on the device: expert e takes the next rows[e] rows of x_dev
+// (exact: q, sx) and writes them to out. Four launch stages whatever the number of experts: all
+// gate and up projections, the hidden step, all down projections (grouped where the vector path
+// takes them, run_matmuls).
+coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
+                            const float *x_dev, const int8_t *q, const float *sx, float *out, int numerics,
+                            std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
-    const size_t hidden = (size_t)(S * F) * sizeof(float);
-    COLI_GPU_CHECK(ensure_output(ctx, b.gate, hidden, "gate buffer", why));
-    COLI_GPU_CHECK(ensure_output(ctx, b.up, hidden, "up buffer", why));
-    COLI_GPU_CHECK(ensure_output(ctx, b.hidden, hidden, "hidden buffer", why));
-    COLI_GPU_CHECK(run_matmul(ctx, *e.gate, q, sx, x_dev, b.gate.as<float>(), S, numerics, MatmulPath::automatic, why));
-    COLI_GPU_CHECK(run_matmul(ctx, *e.up, q, sx, x_dev, b.up.as<float>(), S, numerics, MatmulPath::automatic, why));
-    const size_t n = (size_t)(S * F);
-    COLI_GPU_LAUNCH("swiglu_kernel", swiglu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, ctx.stream>>>(
-                                         b.gate.as<float>(), b.up.as<float>(), b.hidden.as<float>(), n));
-    const int8_t *hq = nullptr;
-    const float *hsx = nullptr;
-    if (exact) { // the contract re-quantizes h per row for the down projection
-        COLI_GPU_CHECK(ensure_output(ctx, b.hq, (size_t)(S * padded_inputs(F)), "hidden codes", why));
-        COLI_GPU_CHECK(ensure_output(ctx, b.hsx, (size_t)S * sizeof(float), "hidden scales", why));
-        COLI_GPU_CHECK(quantize_rows(ctx, b.hidden.as<float>(), S, F, b.hq.as<int8_t>(), b.hsx.as<float>(), why));
-        hq = b.hq.as<int8_t>();
-        hsx = b.hsx.as<float>();
+    const int64_t D = experts[0].gate->L.I, ldq_in = padded_inputs(D);
+    // Hidden rows of expert e start at element h_off[e] (codes: hq_off[e]); F may differ per expert.
+    std::vector<int64_t> r0(n_experts), h_off(n_experts), hq_off(n_experts);
+    int64_t total = 0, hidden = 0, codes = 0;
+    for (size_t e = 0; e < n_experts; ++e) {
+        const int64_t F = experts[e].gate->L.O;
+        r0[e] = total;
+        h_off[e] = hidden;
+        hq_off[e] = codes;
+        total += rows[e];
+        hidden += rows[e] * F;
+        codes += rows[e] * padded_inputs(F);
     }
-    return run_matmul(ctx, *e.down, hq, hsx, b.hidden.as<float>(), y_dev, S, numerics, MatmulPath::automatic, why);
+    if (total == 0) return COLI_OK;
+    COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.up, (size_t)hidden * sizeof(float), "up buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.hidden, (size_t)hidden * sizeof(float), "hidden buffer", why));
+    if (exact) { // the contract re-quantizes h per row for the down projection
+        COLI_GPU_CHECK(ensure_output(ctx, b.hq, (size_t)codes, "hidden codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.hsx, (size_t)total * sizeof(float), "hidden scales", why));
+    }
+    float *gate = b.gate.as<float>(), *up = b.up.as<float>(), *h = b.hidden.as<float>();
+    int8_t *hq = exact ? b.hq.as<int8_t>() : nullptr;
+    float *hsx = exact ? b.hsx.as<float>() : nullptr;
+    std::vector<MatmulJob> jobs;
+    for (int pass = 0; pass < 2; ++pass) { // all gates, then all ups: consecutive jobs of one layout
+        for (size_t e = 0; e < n_experts; ++e) {
+            if (rows[e] == 0) continue;
+            jobs.push_back({pass == 0 ? experts[e].gate : experts[e].up, exact ? q + r0[e] * ldq_in : nullptr,
+                            exact ? sx + r0[e] : nullptr, x_dev + r0[e] * D, (pass == 0 ? gate : up) + h_off[e], rows[e]});
+        }
+    }
+    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, MatmulPath::automatic, why));
+    // The hidden step over runs of consecutive experts with one F (one launch for uniform experts).
+    for (size_t e = 0; e < n_experts;) {
+        const int64_t F = experts[e].gate->L.O;
+        size_t end = e;
+        int64_t run_rows = 0;
+        for (; end < n_experts && experts[end].gate->L.O == F; ++end) run_rows += rows[end];
+        if (run_rows > 0 && exact) {
+            COLI_GPU_LAUNCH("swiglu_quantize_kernel",
+                            swiglu_quantize_kernel<<<(unsigned)run_rows, kBlockThreads, 0, ctx.stream>>>(
+                                gate + h_off[e], up + h_off[e], h + h_off[e], (int)F, hq + hq_off[e], (int)padded_inputs(F),
+                                hsx + r0[e]));
+        } else if (run_rows > 0) {
+            const size_t n = (size_t)(run_rows * F);
+            COLI_GPU_LAUNCH("swiglu_kernel", swiglu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, ctx.stream>>>(
+                                                 gate + h_off[e], up + h_off[e], h + h_off[e], n));
+        }
+        e = end;
+    }
+    jobs.clear();
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (rows[e] == 0) continue;
+        jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
+                        out + r0[e] * D, rows[e]});
+    }
+    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, MatmulPath::automatic, why);
 }
 
 // Copies x (pinned or pageable) to the device and quantizes it when exact.
@@ -221,50 +385,57 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
     return COLI_OK;
 }
 
-// The whole group up to y_dev (b.y): stage x once, run each expert on its rows, combine in call
-// order. With y_out the result is copied back (asynchronously) into it.
-coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, const float *x, float *y_out,
-                          std::string *why) {
+// The group from activations already in b.x (exact: quantized here) up to b.y: the experts on
+// their rows, the routing table (one copy), the combine in call order.
+coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, std::string *why) {
     int64_t total = 0;
     for (int64_t r : c.rows) total += r;
     const int64_t D = c.D;
     const bool exact = c.numerics == COLI_NUMERICS_EXACT;
-    COLI_GPU_CHECK(stage_input(ctx, b, x, total, D, c.numerics, why));
-    COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
-    int64_t r0 = 0;
-    for (size_t e = 0; e < c.experts.size(); ++e) {
-        const int64_t n = c.rows[e];
-        if (n == 0) continue;
-        const int8_t *q = exact ? b.q.as<int8_t>() + r0 * padded_inputs(D) : nullptr;
-        const float *sx = exact ? b.sx.as<float>() + r0 : nullptr;
-        COLI_GPU_CHECK(enqueue_expert(ctx, b, c.experts[e], b.x.as<float>() + r0 * D, q, sx, b.out.as<float>() + r0 * D,
-                                      n, c.numerics, why));
-        r0 += n;
+    if (exact) {
+        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(total * padded_inputs(D)), "activation codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)total * sizeof(float), "activation scales", why));
+        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), total, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
     }
-    // Routing as token -> rows in increasing row order (the call order), plus the weights. The
-    // host copies live in b until its next use, past the asynchronous copies.
-    std::vector<int> &routing = b.host_routing;
-    routing.assign((size_t)c.n_tokens + 1 + (size_t)total, 0);
-    int *start = routing.data(), *rows_of = routing.data() + c.n_tokens + 1;
+    COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), b.x.as<float>(),
+                                   exact ? b.q.as<int8_t>() : nullptr, exact ? b.sx.as<float>() : nullptr, b.out.as<float>(),
+                                   c.numerics, why));
+    // Routing as token -> rows in increasing row order (the call order), then the row weights:
+    // [start: n_tokens + 1][rows_of: total][weights: total], one table, one copy.
+    const size_t entries = (size_t)c.n_tokens + 1 + 2 * (size_t)total;
+    COLI_GPU_CHECK(ensure(b.routing_host, entries * sizeof(int), "pinned routing table", why));
+    int *start = b.routing_host.as<int>(), *rows_of = start + c.n_tokens + 1;
+    float *weights = reinterpret_cast<float *>(rows_of + total);
+    std::fill(start, start + c.n_tokens + 1, 0);
     for (int64_t r = 0; r < total; ++r) ++start[(c.row_token.empty() ? r : c.row_token[r]) + 1];
     for (int64_t k = 1; k <= c.n_tokens; ++k) start[k] += start[k - 1];
     std::vector<int> fill(start, start + c.n_tokens);
     for (int64_t r = 0; r < total; ++r) rows_of[fill[(size_t)(c.row_token.empty() ? r : c.row_token[r])]++] = (int)r;
-    b.host_weights = c.row_weight.empty() ? std::vector<float>((size_t)total, 1.0f) : c.row_weight;
-    COLI_GPU_CHECK(ensure(b.routing, routing.size() * sizeof(int), "routing buffer", why));
-    COLI_GPU_CHECK(ensure(b.weights, std::max<size_t>(b.host_weights.size(), 1) * sizeof(float), "routing weights", why));
-    COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, routing.data(), routing.size() * sizeof(int), "copy routing", why));
-    if (!b.host_weights.empty()) {
-        COLI_GPU_CHECK(copy_in(ctx, b.weights.ptr, b.host_weights.data(), b.host_weights.size() * sizeof(float),
-                               "copy routing weights", why));
-    }
+    for (int64_t r = 0; r < total; ++r) weights[r] = c.row_weight.empty() ? 1.0f : c.row_weight[(size_t)r];
+    COLI_GPU_CHECK(ensure(b.routing, entries * sizeof(int), "routing table", why));
+    COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, start, entries * sizeof(int), "copy routing table", why));
     const size_t ny = (size_t)(c.n_tokens * D);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
+    const int *start_dev = b.routing.as<int>(), *rows_dev = start_dev + c.n_tokens + 1;
     COLI_GPU_LAUNCH("combine_kernel",
                     combine_kernel<<<(unsigned)((ny + 255) / 256), 256, 0, ctx.stream>>>(
-                        b.out.as<float>(), b.routing.as<int>() + c.n_tokens + 1, b.routing.as<int>(), b.weights.as<float>(),
+                        b.out.as<float>(), rows_dev, start_dev, reinterpret_cast<const float *>(rows_dev + total),
                         b.y.as<float>(), (int)c.n_tokens, (int)D));
-    if (y_out) COLI_GPU_CHECK(copy_out(ctx, y_out, b.y.ptr, ny * sizeof(float), "copy y to host", why));
+    return COLI_OK;
+}
+
+// The whole group: x (pinned, or pageable for a synchronous caller) to the device, the group,
+// and with y_out the result copied back (asynchronously) into it.
+coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, const float *x, float *y_out,
+                          std::string *why) {
+    int64_t total = 0;
+    for (int64_t r : c.rows) total += r;
+    const size_t nx = (size_t)(total * c.D) * sizeof(float);
+    COLI_GPU_CHECK(ensure(b.x, nx, "input buffer", why));
+    COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, x, nx, "copy x to device", why));
+    COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, why));
+    if (y_out) COLI_GPU_CHECK(copy_out(ctx, y_out, b.y.ptr, (size_t)(c.n_tokens * c.D) * sizeof(float), "copy y to host", why));
     return COLI_OK;
 }
 
@@ -285,8 +456,9 @@ coli_status start(const std::vector<int> &ordinals, const Options &options, std:
         ctx->ordinal = ordinal;
         COLI_GPU_OP(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
         bool tc = false;
-        if (options.tc_w4a16) COLI_GPU_CHECK(probe_tensor_cores(*ctx, &tc, why));
+        COLI_GPU_CHECK(probe_tensor_cores(*ctx, &tc, why));
         ctx->tensor_cores = tc;
+        ctx->w4a16 = tc && options.tc_w4a16;
         // Documented diagnostics (docs/gpu-backends.md).
         std::fprintf(stderr, "[GPU] device %d: %s %s %.1f GiB\n", ordinal, info.name, info.arch,
                      (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0));
@@ -323,9 +495,19 @@ coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes
 
 void inject_fault_after(long after) { g_fail_after = after < 0 ? -1 : g_operations.load() + after; }
 
-bool tensor_cores_active(int ordinal) {
+bool w4a16_active(int ordinal) {
     DeviceContext *ctx = context(ordinal);
-    return ctx && ctx->tensor_cores;
+    return ctx && ctx->w4a16;
+}
+
+std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics) {
+    DeviceContext *ctx = context(ordinal);
+    if (!ctx) return {};
+    const bool exact = numerics == COLI_NUMERICS_EXACT;
+    std::vector<MatmulPath> paths = {MatmulPath::portable};
+    if (vector_shape(L, exact)) paths.push_back(MatmulPath::vector);
+    if (tensor_cores_for(*ctx, exact) && tensor_core_shape(L, exact)) paths.push_back(MatmulPath::tensor_core);
+    return paths;
 }
 
 // ---- tensors -------------------------------------------------------------------------------------
@@ -418,18 +600,29 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
     COLI_GPU_CHECK(stage_input(ctx, b, x, S, D, numerics, why));
     const size_t ny = (size_t)(S * D) * sizeof(float);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
-    COLI_GPU_CHECK(enqueue_expert(ctx, b, e, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(), S,
-                                  numerics, why));
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, &e, &S, 1, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(),
+                                   numerics, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));
     return sync(ctx, why);
 }
 
+// Activations and results pass through pinned staging: the copies run asynchronously with the
+// launches, and the host's memcpy is cheaper than a pageable transfer.
 coli_status expert_group(const GroupCall &call, const float *x, float *y, std::string *why) {
     DeviceContext &ctx = *context(call.experts[0].gate->ordinal);
     std::lock_guard<std::mutex> lock(ctx.mutex);
     COLI_GPU_CHECK(select_device(ctx.ordinal, why));
-    COLI_GPU_CHECK(enqueue_group(ctx, ctx.scratch, call, x, y, why));
-    return sync(ctx, why);
+    Scratch &b = ctx.scratch;
+    int64_t total = 0;
+    for (int64_t r : call.rows) total += r;
+    const size_t nx = (size_t)(total * call.D) * sizeof(float), ny = (size_t)(call.n_tokens * call.D) * sizeof(float);
+    COLI_GPU_CHECK(ensure(b.x_host, nx, "pinned input", why));
+    COLI_GPU_CHECK(ensure(b.y_host, ny, "pinned output", why));
+    if (nx) std::memcpy(b.x_host.ptr, x, nx);
+    COLI_GPU_CHECK(enqueue_group(ctx, b, call, b.x_host.as<float>(), b.y_host.as<float>(), why));
+    COLI_GPU_CHECK(sync(ctx, why));
+    if (ny) std::memcpy(y, b.y_host.ptr, ny);
+    return COLI_OK;
 }
 
 // ---- asynchronous expert group -----------------------------------------------------------------

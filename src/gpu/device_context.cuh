@@ -116,15 +116,17 @@ template <class Buffer> coli_status ensure(Buffer &b, size_t bytes, const char *
 // ---- per-device context ---------------------------------------------------------------------
 
 struct Scratch {
-    DeviceBuffer x, q, sx, gate, up, hidden, hq, hsx, out, y, routing, weights;
-    std::vector<int> host_routing; // sources of asynchronous copies: kept until the next use
-    std::vector<float> host_weights;
+    DeviceBuffer x, q, sx, gate, up, hidden, hq, hsx, out, y, routing;
+    // Pinned staging for the synchronous calls' activations and results, and the routing table
+    // (sources of asynchronous copies: kept until the next use of this scratch).
+    PinnedBuffer x_host, y_host, routing_host;
 };
 
 struct DeviceContext {
     int ordinal = 0;
     cudaStream_t stream = nullptr;
-    bool tensor_cores = false; // compiled in, present on the device, and opted in
+    bool tensor_cores = false; // compiled in and present on the device (int8 MMA for exact mode)
+    bool w4a16 = false;        // and the float W4A16 path opted in (COLI_CUDA_TC_W4A16=1)
     std::mutex mutex;          // one compute call at a time on this device's scratch and stream
     Scratch scratch;
     ~DeviceContext() {

@@ -25,7 +25,7 @@ coli_status device_info(int ordinal, coli_device_info *info, std::string *why);
 
 struct Options {
     long fail_after = -1;   // COLI_GPU_FAIL_AFTER: the (n+1)-th device operation fails; -1 off
-    bool tc_w4a16 = false;  // COLI_CUDA_TC_W4A16: tensor-core paths for Q4/G4 at larger S
+    bool tc_w4a16 = false;  // COLI_CUDA_TC_W4A16: the float W4A16 tensor-core path for Q4/G4 at larger S
     bool poison_outputs = false; // COLI_GPU_POISON: fill every kernel output with NaN before use
 };
 
@@ -41,8 +41,9 @@ coli_status memory_info(int ordinal, uint64_t *free_bytes, uint64_t *total_bytes
 // run time, e.g. in the middle of a run); a negative value disarms it.
 void inject_fault_after(long after);
 
-// True when the tensor-core paths can run on this device (compiled in and opted in).
-bool tensor_cores_active(int ordinal);
+// True when the float W4A16 tensor-core path is on for this device (compiled in, present and
+// opted in with COLI_CUDA_TC_W4A16=1). The exact int8 MMA path needs no opt-in.
+bool w4a16_active(int ordinal);
 
 // ---- Tensors --------------------------------------------------------------------------------
 
@@ -91,8 +92,22 @@ void buffer_free(int ordinal, void *ptr);
 coli_status buffer_write(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
 coli_status buffer_read(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
 
-// Which matmul kernel a call takes.
-enum class MatmulPath { automatic, portable, tensor_core };
+// Which matmul kernel a call takes: the device's kernel registry. automatic picks tensor_core
+// where it is on and S is large enough, else vector where the shape allows it, else portable.
+enum class MatmulPath { automatic, portable, vector, tensor_core };
+
+inline const char *matmul_path_name(MatmulPath path) {
+    switch (path) {
+    case MatmulPath::portable: return "portable";
+    case MatmulPath::vector: return "vector";
+    case MatmulPath::tensor_core: return "tensor_core";
+    default: return "auto";
+    }
+}
+
+// The explicit paths a call of this shape can take on this device (never automatic): what tests,
+// conformance and benchmarks iterate. Empty when the device was not started.
+std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics);
 
 // y_dev[S][O] = x_dev[S][I] * W^T with device buffers; the same kernels as matmul().
 coli_status matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
@@ -107,8 +122,9 @@ coli_status probe_copy(int ordinal, size_t bytes, int iterations, double *second
 // Seconds per matmul_device call (activation quantization included in exact mode).
 coli_status time_matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
                                MatmulPath path, int iterations, double *seconds, std::string *why);
-// The expert group as expert_group() runs it, timed on the device from the first copy in to the
-// last copy out.
+// The expert group as expert_group() runs it once its activations are on the device, timed on
+// the device: activation quantization, experts, routing table copy and combine (x is copied to
+// the device once, before timing; y is not written).
 coli_status time_expert_group(const GroupCall &call, const float *x, float *y, int iterations, double *seconds,
                               std::string *why);
 

@@ -39,6 +39,33 @@ struct MatmulArgs {
     int S;
 };
 
+// A batch: up to kBatchProblems matrices of one layout, each applied to its own activation rows,
+// in one launch (kernels_matvec.cuh, kernels_tensor_core.cuh). Problem i owns blockIdx.x from
+// p[i].first_block on; blockIdx.y walks its rows.
+constexpr int kBatchProblems = 16;
+
+struct BatchProblem {
+    const uint8_t *w;
+    const float *scales;
+    const int8_t *q; // exact: [S][ldq]
+    const float *sx; // exact: [S]
+    const float *x;  // float: [S][I]
+    float *y;        // [S][O]
+    int S;
+    int first_block;
+};
+
+struct BatchArgs {
+    BatchProblem p[kBatchProblems];
+    int n, O, I, row_bytes, gs, ng, ldq;
+};
+
+__device__ inline const BatchProblem &batch_problem(const BatchArgs &a) {
+    int i = 0;
+    while (i + 1 < a.n && (int)blockIdx.x >= a.p[i + 1].first_block) ++i;
+    return a.p[i];
+}
+
 __device__ inline int pack4(int a, int b, int c, int d) {
     return (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
 }

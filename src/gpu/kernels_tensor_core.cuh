@@ -105,6 +105,130 @@ template <int FMT> __global__ void __launch_bounds__(32 * kTcWarps) mma_w4a16_ke
     }
 #endif // COLI_HAS_NV_TENSOR_CORES
 }
+
+// ---- tiled exact kernel for prefill: a batch of Q4/G4 matrices, shared-memory tiles ----------
+// A block computes 64 activation rows x 128 output rows of one problem; 8 warps as 2 (rows) x 4
+// (outputs), each a 32 x 32 tile of 2 x 4 m16n8k32 int8 mma. K advances 64 codes per step:
+// activation codes (64 x 64 bytes) and weights (128 rows x 32 packed bytes, unpacked once to
+// int8 codes on the way into shared memory, so no warp decodes twice) are loaded into registers
+// for step k+1 while step k computes (double-buffered shared memory, one barrier per step).
+// Rows are padded to 80 bytes: the fragment loads of a warp (8 rows x 4 words) hit 32 banks.
+// Integer sums are exact; the epilogue is the contract's (per group, in order, for G4), so results
+// are bit-identical to every other path. Needs row bytes a multiple of 16 (tiled_shape()).
+constexpr int kTileM = 64, kTileN = 128, kTileK = 64, kTileStride = 80;
+constexpr int kTileThreads = 256;
+
+// 16 packed Q4 bytes (32 codes) -> 32 signed int8 codes in element order.
+__device__ inline void unpack_q4_codes(const uint4 raw, int4 (&out)[2]) {
+    const unsigned r[4] = {raw.x, raw.y, raw.z, raw.w};
+    unsigned w[8];
+    for (int k = 0; k < 4; ++k) {
+        const unsigned lo = r[k] & 0x0f0f0f0fu, hi = (r[k] >> 4) & 0x0f0f0f0fu;
+        // nibble n (code n - 8) -> (n + 0x78) ^ 0x80 = n - 8 in two's complement, per byte
+        w[2 * k] = (coli_byte_perm(lo, hi, 0x5140) + 0x78787878u) ^ 0x80808080u;
+        w[2 * k + 1] = (coli_byte_perm(lo, hi, 0x7362) + 0x78787878u) ^ 0x80808080u;
+    }
+    out[0] = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+    out[1] = make_int4((int)w[4], (int)w[5], (int)w[6], (int)w[7]);
+}
+
+template <int FMT> __global__ void __launch_bounds__(kTileThreads) mma_exact_tiled_kernel(BatchArgs a) {
+#if COLI_HAS_NV_TENSOR_CORES
+    __shared__ __align__(16) uint8_t smem_a[2][kTileM * kTileStride];
+    __shared__ __align__(16) uint8_t smem_b[2][kTileN * kTileStride];
+    const BatchProblem &p = batch_problem(a);
+    const int s0 = blockIdx.y * kTileM;
+    if (s0 >= p.S) return;
+    const int o0 = ((int)blockIdx.x - p.first_block) * kTileN;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wm = warp / 4, wn = warp % 4;
+
+    // This thread's loads: one 16-byte piece of activation codes and one of packed weights.
+    const int a_row = tid / 4, a_col = (tid % 4) * 16;
+    const int b_row = tid / 2, b_col = (tid % 2) * 16; // packed bytes within the step's 32
+    const bool a_live = s0 + a_row < p.S, b_live = o0 + b_row < a.O;
+    const int8_t *a_src = p.q + (size_t)(a_live ? s0 + a_row : 0) * a.ldq;
+    const uint8_t *b_src = p.w + (size_t)(b_live ? o0 + b_row : 0) * a.row_bytes;
+    const int steps = (a.ldq + kTileK - 1) / kTileK;
+    int4 a_reg;
+    uint4 b_reg;
+    auto load = [&](int step) {
+        const int ka = step * kTileK + a_col, kb = step * (kTileK / 2) + b_col;
+        a_reg = a_live && ka < a.ldq ? *(const int4 *)(a_src + ka) : make_int4(0, 0, 0, 0);
+        b_reg = b_live && kb < a.row_bytes ? *(const uint4 *)(b_src + kb) : make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+    };
+    auto store = [&](int buf) {
+        *(int4 *)(smem_a[buf] + a_row * kTileStride + a_col) = a_reg;
+        int4 codes[2];
+        unpack_q4_codes(b_reg, codes);
+        *(int4 *)(smem_b[buf] + b_row * kTileStride + 2 * b_col) = codes[0];
+        *(int4 *)(smem_b[buf] + b_row * kTileStride + 2 * b_col + 16) = codes[1];
+    };
+
+    int acc[2][4][4];
+    float tsum[2][4][4];
+    for (int mi = 0; mi < 2; ++mi)
+        for (int ni = 0; ni < 4; ++ni)
+            for (int e = 0; e < 4; ++e) {
+                acc[mi][ni][e] = 0;
+                tsum[mi][ni][e] = 0.0f;
+            }
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int step = 0; step < steps; ++step) {
+        const int buf = step & 1;
+        if (step + 1 < steps) load(step + 1);
+        for (int kk = 0; kk < kTileK / 32; ++kk) {
+            const int k_end = step * kTileK + kk * 32 + 32; // codes consumed after this mma step
+            if (k_end - 32 >= a.ldq) break;
+            int af[2][4], bf[4][2];
+            for (int mi = 0; mi < 2; ++mi) {
+                const uint8_t *base = smem_a[buf] + (wm * 32 + mi * 16 + g) * kTileStride + kk * 32 + 4 * t;
+                af[mi][0] = *(const int *)base;
+                af[mi][1] = *(const int *)(base + 8 * kTileStride);
+                af[mi][2] = *(const int *)(base + 16);
+                af[mi][3] = *(const int *)(base + 8 * kTileStride + 16);
+            }
+            for (int ni = 0; ni < 4; ++ni) {
+                const uint8_t *base = smem_b[buf] + (wn * 32 + ni * 8 + g) * kTileStride + kk * 32 + 4 * t;
+                bf[ni][0] = *(const int *)base;
+                bf[ni][1] = *(const int *)(base + 16);
+            }
+            for (int mi = 0; mi < 2; ++mi)
+                for (int ni = 0; ni < 4; ++ni) coli_mma_s8_16x8x32(acc[mi][ni], af[mi], bf[ni]);
+            if (FMT == kG4 && (k_end % a.gs == 0 || k_end >= a.ldq)) { // the group ends: t = t + acc * scale
+                const int grp = (k_end - 32) / a.gs;
+                for (int ni = 0; ni < 4; ++ni) {
+                    for (int c = 0; c < 2; ++c) {
+                        const int o = o0 + wn * 32 + ni * 8 + 2 * t + c;
+                        const float scale = o < a.O && grp < a.ng ? p.scales[(size_t)o * a.ng + grp] : 0.0f;
+                        for (int mi = 0; mi < 2; ++mi) {
+                            for (int h = 0; h < 2; ++h) {
+                                tsum[mi][ni][2 * h + c] = coli_exact_group_step(tsum[mi][ni][2 * h + c], acc[mi][ni][2 * h + c], scale);
+                                acc[mi][ni][2 * h + c] = 0;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (step + 1 < steps) store(buf ^ 1);
+        __syncthreads();
+    }
+    for (int mi = 0; mi < 2; ++mi) {
+        for (int ni = 0; ni < 4; ++ni) {
+            for (int e = 0; e < 4; ++e) {
+                const int s = s0 + wm * 32 + mi * 16 + g + (e >= 2 ? 8 : 0);
+                const int o = o0 + wn * 32 + ni * 8 + 2 * t + (e & 1);
+                if (s >= p.S || o >= a.O) continue;
+                p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[mi][ni][e], p.sx[s])
+                                                      : coli_exact_row_output(acc[mi][ni][e], p.scales[o], p.sx[s]);
+            }
+        }
+    }
+#endif // COLI_HAS_NV_TENSOR_CORES
+}
 #endif // COLI_NV_TENSOR_CORE_PATHS
 
 } // namespace coli::gpu

@@ -27,7 +27,7 @@ coli_status start(const std::vector<int> &ordinals, const Options &, std::string
     return ordinals.empty() ? COLI_OK : not_built(why);
 }
 void stop() {}
-bool tensor_cores_active(int) { return false; }
+bool w4a16_active(int) { return false; }
 void inject_fault_after(long) {}
 coli_status memory_info(int, uint64_t *, uint64_t *, std::string *why) { return not_built(why); }
 coli_status tensor_create(int, const Layout &, const uint8_t *, const float *, DeviceTensor **, std::string *why) {
@@ -51,6 +51,7 @@ coli_status buffer_read(int, void *, const void *, size_t, std::string *why) { r
 coli_status matmul_device(const DeviceTensor *, const float *, float *, int64_t, int, MatmulPath, std::string *why) {
     return not_built(why);
 }
+std::vector<MatmulPath> matmul_paths(int, const Layout &, int) { return {}; }
 coli_status launch_invalid_kernel(int, std::string *why) { return not_built(why); }
 coli_status probe_read_bandwidth(int, size_t, int, double *, std::string *why) { return not_built(why); }
 coli_status probe_copy(int, size_t, int, double *, std::string *why) { return not_built(why); }

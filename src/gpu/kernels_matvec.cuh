@@ -1,0 +1,230 @@
+// Vector-load matmul kernels for decode and small batches ("vector" path), grouped: one launch
+// runs up to kBatchProblems matrices of one layout (all gate and up projections of an expert group,
+// then all down projections). CPU reference: src/ref/matmul_ref.cpp. Checked by
+// src/tests/test_gpu.cpp (every path) and coli-conformance's matmul and expert families.
+//
+// Layout: a block of 256 threads is 8 groups of 32 lanes; each group computes kVecRowsPerGroup
+// output rows, so every activation load serves two weight rows. A lane's unit is a "piece" of
+// 16 activation codes (exact) or 4 floats (float) and the weight bytes under it; lane l takes
+// pieces l, l + 32, ..., so each load of the 32 lanes is one contiguous span, and U pieces per
+// lane are loaded before any is used (bytes in flight). Codes are unpacked into bytes in element
+// order ("biased": code + bias, every byte non-negative), then
+//  - exact: turned into signed int8 lanes for dot4 against the activation codes; int32 sums are
+//    exact in any order and the contract's epilogue runs once per row (per group, in group order,
+//    for G4), so results are bit-identical to every other path;
+//  - float: turned into floats by exponent-bit assembly (2^23 + byte, minus 2^23 + bias: exact,
+//    cheaper than an int-to-float conversion), fp32 FMA sums, the row (group) scale applied after.
+// Eligibility (vector_shape in backend_impl.cuh): the row bytes a multiple of the piece's weight
+// bytes (exact) / I a multiple of 4 (float); exact G4 also needs gs / 16 a power of two up to 32
+// (a group is whole lanes of one step). Other shapes take the portable kernels.
+#pragma once
+
+#include "coli_compat.h"
+#include "gpu/kernels_matmul.cuh"
+
+namespace coli::gpu {
+
+constexpr int kVecRowsPerGroup = 2;
+constexpr int kVecRowsPerBlock = kRowsPerBlock * kVecRowsPerGroup;
+
+template <int FMT> COLI_HD constexpr unsigned vec_bias() { return FMT == kQ8 ? 128u : FMT == kQ2 ? 2u : 8u; }
+
+// A lane's unit of work is one "piece": 16 activation codes (exact: one int4 load) or 4 floats
+// (float: one float4 load), so that the 32 lanes of a group read one contiguous span of
+// activations (coalesced), and the weight bytes of the piece, also contiguous across lanes.
+template <bool EXACT> COLI_HD constexpr int vec_piece() { return EXACT ? 16 : 4; }
+template <int FMT, bool EXACT> COLI_HD constexpr int vec_weight_bytes() {
+    return FMT == kQ8 ? vec_piece<EXACT>() : FMT == kQ2 ? vec_piece<EXACT>() / 4 : vec_piece<EXACT>() / 2;
+}
+
+// B contiguous bytes (B = 1, 2, 4, 8 or 16, aligned to B) as little-endian words.
+template <int B> __device__ inline void load_piece(const uint8_t *p, unsigned (&w)[(B + 3) / 4]) {
+    if (B == 16) {
+        const uint4 v = *(const uint4 *)p;
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else if (B == 8) {
+        const uint2 v = *(const uint2 *)p;
+        w[0] = v.x, w[1] = v.y;
+    } else if (B == 4) {
+        w[0] = *(const unsigned *)p;
+    } else if (B == 2) {
+        w[0] = *(const unsigned short *)p;
+    } else {
+        w[0] = *p;
+    }
+}
+
+// Word k of a piece's weight codes as (code + bias) bytes in element order (every byte
+// non-negative), from the piece's packed words.
+template <int FMT> __device__ inline unsigned biased_word(const unsigned *in, int k) {
+    if (FMT == kQ8) return in[k] ^ 0x80808080u;
+    if (FMT == kQ2) { // field j of byte b is element 4b + j
+        const unsigned v = in[k / 4];
+        const unsigned f0 = v & 0x03030303u, f1 = (v >> 2) & 0x03030303u;
+        const unsigned f2 = (v >> 4) & 0x03030303u, f3 = (v >> 6) & 0x03030303u;
+        const unsigned sel = (k % 4) < 2 ? 0x5140u : 0x7362u;
+        const unsigned p01 = coli_byte_perm(f0, f1, sel), p23 = coli_byte_perm(f2, f3, sel);
+        return coli_byte_perm(p01, p23, k % 2 == 0 ? 0x5410u : 0x7632u);
+    }
+    // Q4, G4: element 2b in the low nibble of byte b, 2b + 1 in the high one
+    const unsigned v = in[k / 2];
+    return coli_byte_perm(v & 0x0f0f0f0fu, (v >> 4) & 0x0f0f0f0fu, k % 2 == 0 ? 0x5140u : 0x7362u);
+}
+
+// Biased bytes -> signed int8 lanes: byte + (0x80 - bias) stays below 0x100 (no carry between
+// bytes), and flipping bit 7 subtracts 0x80 in two's complement.
+template <int FMT> __device__ inline int signed_codes(unsigned u) {
+    return (int)((u + (0x80u - vec_bias<FMT>()) * 0x01010101u) ^ 0x80808080u);
+}
+
+// Byte j of biased word u as the float code: 2^23 + byte assembled from bits, minus 2^23 + bias.
+template <int FMT> __device__ inline float float_code(unsigned u, int j) {
+    return coli_float_from_bits(coli_byte_perm(u, 0x4b000000u, 0x7440u + (unsigned)j)) -
+           (8388608.0f + (float)vec_bias<FMT>());
+}
+
+template <int FMT, int ST, bool EXACT>
+__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
+    constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<EXACT>(), WB = vec_weight_bytes<FMT, EXACT>();
+    constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // U pieces per lane in flight
+    const BatchProblem &p = batch_problem(a);
+    const int s0 = blockIdx.y * ST;
+    if (s0 >= p.S) return;
+    const int lane = threadIdx.x % kRowLanes;
+    const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * R;
+    if (o0 >= a.O) return; // the whole 32-lane group leaves together
+    const int pieces = a.row_bytes / WB;
+    const int n_s = min(ST, p.S - s0);
+    const uint8_t *wrow[R];
+    for (int r = 0; r < R; ++r) wrow[r] = p.w + (size_t)min(o0 + r, a.O - 1) * a.row_bytes;
+    int row_of[ST]; // activation rows; rows past S repeat s0 and are never written
+    for (int s = 0; s < ST; ++s) row_of[s] = s0 + (s < n_s ? s : 0);
+    const int group_lanes = FMT == kG4 && EXACT ? a.gs / PIECE : 1; // exact G4: a power of two up to 32
+
+    int iacc[R][ST];
+    float facc[R][ST];
+    for (int r = 0; r < R; ++r) {
+        for (int s = 0; s < ST; ++s) {
+            iacc[r][s] = 0;
+            facc[r][s] = 0.0f;
+        }
+    }
+    for (int base = 0; base < pieces; base += kRowLanes * U) {
+        unsigned raw[U][R][(WB + 3) / 4];
+        for (int u = 0; u < U; ++u) {
+            const int pc = base + u * kRowLanes + lane;
+            for (int r = 0; r < R; ++r) {
+                if (pc < pieces) load_piece<WB>(wrow[r] + (size_t)pc * WB, raw[u][r]);
+                else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
+            }
+        }
+        for (int u = 0; u < U; ++u) {
+            const int pc = base + u * kRowLanes + lane;
+            const bool live = pc < pieces;
+            if (EXACT) {
+                int part[R][ST];
+                for (int r = 0; r < R; ++r)
+                    for (int s = 0; s < ST; ++s) part[r][s] = 0;
+                if (live) {
+                    for (int s = 0; s < ST; ++s) {
+                        const int4 q4 = *((const int4 *)(p.q + (size_t)row_of[s] * a.ldq) + pc);
+                        const int qw[4] = {q4.x, q4.y, q4.z, q4.w};
+                        for (int k = 0; k < NW; ++k) {
+                            for (int r = 0; r < R; ++r) {
+                                part[r][s] = coli_dot4_i8(signed_codes<FMT>(biased_word<FMT>(raw[u][r], k)), qw[k], part[r][s]);
+                            }
+                        }
+                    }
+                }
+                if (FMT != kG4) {
+                    for (int r = 0; r < R; ++r)
+                        for (int s = 0; s < ST; ++s) iacc[r][s] += part[r][s];
+                } else if (base + u * kRowLanes < pieces) {
+                    // The contract's G4 epilogue, t = t + acc_g * scale_g in group order: sum
+                    // each group over its lanes, round its product once, then add this step's
+                    // groups in lane (= group) order. Every lane computes the same t.
+                    const int g = (int)((long long)min(pc, pieces - 1) * PIECE / a.gs);
+                    const int first = base + u * kRowLanes;
+                    for (int r = 0; r < R; ++r) {
+                        const float scale = p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + g];
+                        for (int s = 0; s < ST; ++s) {
+                            int sum = part[r][s];
+                            for (int m = 1; m < group_lanes; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
+                            const float prod = coli_fmul_rn((float)sum, scale);
+                            for (int leader = 0; leader < kRowLanes && first + leader < pieces; leader += group_lanes) {
+                                facc[r][s] = coli_fadd_rn(facc[r][s], coli_shfl(prod, leader, kRowLanes));
+                            }
+                        }
+                    }
+                }
+            } else if (live) {
+                unsigned bw[R];
+                for (int r = 0; r < R; ++r) bw[r] = biased_word<FMT>(raw[u][r], 0);
+                for (int s = 0; s < ST; ++s) {
+                    const float4 xv = *((const float4 *)(p.x + (size_t)row_of[s] * a.I) + pc);
+                    for (int r = 0; r < R; ++r) {
+                        float part = xv.x * float_code<FMT>(bw[r], 0) + xv.y * float_code<FMT>(bw[r], 1) +
+                                     xv.z * float_code<FMT>(bw[r], 2) + xv.w * float_code<FMT>(bw[r], 3);
+                        if (FMT == kG4) part *= p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + (int)((long long)pc * PIECE / a.gs)];
+                        facc[r][s] += part;
+                    }
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        const int o = o0 + r;
+        for (int s = 0; s < ST; ++s) {
+            float out;
+            if (EXACT && FMT != kG4) {
+                const int acc = row_sum_i32(iacc[r][s]);
+                out = coli_exact_row_output(acc, p.scales[min(o, a.O - 1)], p.sx[row_of[s]]);
+            } else if (EXACT) {
+                out = coli_fmul_rn(facc[r][s], p.sx[row_of[s]]);
+            } else {
+                const float sum = row_sum_f32(facc[r][s]);
+                out = FMT == kG4 ? sum : sum * p.scales[min(o, a.O - 1)];
+            }
+            if (lane == 0 && o < a.O && s < n_s) p.y[(size_t)(s0 + s) * a.O + o] = out;
+        }
+    }
+}
+
+// Exact mode's hidden step of the expert MLP in one pass per row: h = silu(g) * u (kept for the
+// float paths' benefit and for tests), then the row's activation codes exactly as
+// quantize_rows_kernel computes them from h (same functions, same order).
+__global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const float *g, const float *u, float *h, int F,
+                                                                        int8_t *q, int ldq, float *sx) {
+    __shared__ float part[kBlockThreads];
+    __shared__ float row_inv;
+    const size_t row = blockIdx.x;
+    const float *gr = g + row * F, *ur = u + row * F;
+    float *hr = h + row * F;
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < F; i += kBlockThreads) {
+        const float v = coli_swiglu(gr[i], ur[i]);
+        hr[i] = v;
+        const float mag = fabsf(v);
+        m = mag > m ? mag : m;
+    }
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int stride = kBlockThreads / 2; stride > 0; stride >>= 1) {
+        if ((int)threadIdx.x < stride) {
+            const float other = part[threadIdx.x + stride];
+            part[threadIdx.x] = other > part[threadIdx.x] ? other : part[threadIdx.x];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const float s = coli_act_scale(part[0]);
+        sx[row] = s;
+        row_inv = coli_fdiv_rn(1.0f, s);
+    }
+    __syncthreads();
+    const float inv = row_inv;
+    int8_t *qr = q + row * ldq;
+    for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < F ? (int8_t)coli_act_code(hr[i], inv) : 0; // own writes
+}
+
+} // namespace coli::gpu
