@@ -1,6 +1,8 @@
 // Family "matmul": every format x numerics mode x shape through the C API on the device under
-// test (and, on the CPU, every registered host variant), against the CPU reference.
-// Kernels: src/gpu/kernels_matmul.cuh, src/gpu/kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
+// test, plus every registered kernel path of that device (GPU: portable, vector, tensor_core where
+// the shape and device take them; CPU: every host variant), against the CPU reference.
+// Kernels: src/gpu/kernels_matmul.cuh, kernels_matvec.cuh, kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
+#include "api/runtime.h"
 #include "gpu/gpu_backend.h"
 #include "ref/matmul_ref.h"
 #include "registry.h"
@@ -39,13 +41,32 @@ std::string name_of(const Shape &c, int mode, const char *path) {
            std::to_string(c.S) + (mode == COLI_NUMERICS_EXACT ? " exact " : " float ") + path;
 }
 
+// One matmul on the device through one explicit kernel path, with device buffers.
+coli_status run_device_path(int device, const gpu::DeviceTensor *t, const std::vector<float> &x, std::vector<float> &y,
+                            int64_t S, int mode, gpu::MatmulPath path, std::string *why) {
+    void *xd = nullptr, *yd = nullptr;
+    coli_status st = gpu::buffer_alloc(device, x.size() * sizeof(float), &xd, why);
+    if (st == COLI_OK) st = gpu::buffer_alloc(device, y.size() * sizeof(float), &yd, why);
+    if (st == COLI_OK) st = gpu::buffer_write(device, xd, x.data(), x.size() * sizeof(float), why);
+    if (st == COLI_OK) st = gpu::matmul_device(t, static_cast<float *>(xd), static_cast<float *>(yd), S, mode, path, why);
+    if (st == COLI_OK) st = gpu::buffer_read(device, y.data(), yd, y.size() * sizeof(float), why);
+    if (xd) gpu::buffer_free(device, xd);
+    if (yd) gpu::buffer_free(device, yd);
+    return st;
+}
+
 } // namespace
 
 void run_matmul(const Context &ctx, Recorder &r) {
     using namespace coli::testing;
-    // The tensor-core paths run inside the api cases below (Q4/G4, S >= 16) when they are on.
-    if (ctx.is_gpu() && !gpu::tensor_cores_active(ctx.device)) {
-        r.skip(ctx, "matmul", "tensor-core paths (W4A16, int8 MMA)",
+    // The tensor-core paths run as their own cases below (and inside the api cases, Q4/G4 at
+    // S >= 16) where the device has them: int8 MMA (exact) always, W4A16 (float) when opted in.
+    coli_device_info info{};
+    if (ctx.is_gpu() && (coli_device_info_get(ctx.device, &info) != COLI_OK || !info.has_tensor_cores)) {
+        r.skip(ctx, "matmul", "tensor-core path, int8 MMA (exact)", "this build or device has no tensor-core kernels");
+    }
+    if (ctx.is_gpu() && !gpu::w4a16_active(ctx.device)) {
+        r.skip(ctx, "matmul", "tensor-core path, W4A16 (float)",
                ctx.tensor_cores ? "this build or device has no tensor-core kernels" : "COLI_CUDA_TC_W4A16 is not 1");
     }
     int k = 0;
@@ -81,6 +102,20 @@ void run_matmul(const Context &ctx, Recorder &r) {
                     json m;
                     const bool ok = judge(got, true, kFloatMaxNmse, &m);
                     r.record(ctx, "matmul", name_of(c, mode, v.name), params_of(c, mode, v.name), m, ok ? "ok" : "fail", tm.ms());
+                }
+            }
+            if (ctx.is_gpu()) { // every kernel path of the device that takes this shape
+                for (gpu::MatmulPath path : gpu::matmul_paths(ctx.device, q.L, mode)) {
+                    const char *name = gpu::matmul_path_name(path);
+                    std::vector<float> got(want.size(), std::nanf(""));
+                    std::string why;
+                    Timer tm;
+                    const coli_status st = run_device_path(ctx.device, t->device_tensor, x, got, c.S, mode, path, &why);
+                    json m;
+                    const bool ok = st == COLI_OK &&
+                                    judge(got, false, path == gpu::MatmulPath::tensor_core ? kW4a16MaxNmse : kFloatMaxNmse, &m);
+                    r.record(ctx, "matmul", name_of(c, mode, name), params_of(c, mode, name), m, ok ? "ok" : "fail",
+                             tm.ms(), why);
                 }
             }
             std::vector<float> got(want.size(), std::nanf(""));

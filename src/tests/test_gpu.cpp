@@ -148,21 +148,15 @@ const Shape kShapes[] = {
     {COLI_FORMAT_G4, 31, 100, 32, 1},    {COLI_FORMAT_G4, 40, 1000, 128, 4},  {COLI_FORMAT_G4, 65, 264, 8, 17},
     {COLI_FORMAT_G4, 96, 320, 64, 40},   {COLI_FORMAT_Q4, 2048, 6144, 0, 1},  {COLI_FORMAT_G4, 6144, 2048, 128, 2},
     {COLI_FORMAT_Q4, 256, 512, 0, 300},  {COLI_FORMAT_G4, 512, 1024, 64, 1000},
+    // Shapes the vector path takes (row bytes a multiple of 16), with O not a multiple of its 16
+    // rows per block, every ST (1, 2, 4, 8), exact-only shapes (I not a multiple of the codes per
+    // 16 bytes) and G4 groups of 1, 2, 4 and 32 lanes.
+    {COLI_FORMAT_Q8, 33, 48, 0, 2},      {COLI_FORMAT_Q8, 100, 4096, 0, 7},   {COLI_FORMAT_Q4, 33, 63, 0, 3},
+    {COLI_FORMAT_Q4, 47, 992, 0, 1},     {COLI_FORMAT_Q4, 2048, 6144, 0, 4},  {COLI_FORMAT_Q4, 6144, 2048, 0, 2},
+    {COLI_FORMAT_Q2, 19, 125, 0, 2},     {COLI_FORMAT_Q2, 24, 192, 0, 5},     {COLI_FORMAT_Q2, 70, 6144, 0, 1},
+    {COLI_FORMAT_G4, 20, 224, 32, 1},    {COLI_FORMAT_G4, 48, 256, 64, 3},    {COLI_FORMAT_G4, 2048, 6144, 128, 8},
+    {COLI_FORMAT_G4, 30, 2048, 1024, 9}, {COLI_FORMAT_G4, 17, 1000, 32, 6},
 };
-
-std::vector<gpu::MatmulPath> paths_for(int device, const Shape &c, int mode) {
-    std::vector<gpu::MatmulPath> paths = {gpu::MatmulPath::portable};
-    const bool tc_format = c.fmt == COLI_FORMAT_Q4 || c.fmt == COLI_FORMAT_G4;
-    const bool tc_exact_ok = c.fmt != COLI_FORMAT_G4 || c.gs % 32 == 0;
-    if (gpu::tensor_cores_active(device) && tc_format && (mode == COLI_NUMERICS_FLOAT || tc_exact_ok)) {
-        paths.push_back(gpu::MatmulPath::tensor_core);
-    }
-    return paths;
-}
-
-const char *path_name(gpu::MatmulPath p) {
-    return p == gpu::MatmulPath::tensor_core ? "tensor_core" : p == gpu::MatmulPath::portable ? "portable" : "auto";
-}
 
 } // namespace
 
@@ -184,9 +178,9 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
                 if (mode == COLI_NUMERICS_EXACT && c.fmt == COLI_FORMAT_F32) continue;
                 std::vector<float> want(y.n);
                 ref::matmul(q.view(), x.data(), want.data(), c.S, mode);
-                for (gpu::MatmulPath path : paths_for(device, c, mode)) {
+                for (gpu::MatmulPath path : gpu::matmul_paths(device, q.L, mode)) {
                     INFO("device " << device << " " << format_name(c.fmt) << " O=" << c.O << " I=" << c.I << " gs="
-                                   << c.gs << " S=" << c.S << " mode=" << mode << " path=" << path_name(path));
+                                   << c.gs << " S=" << c.S << " mode=" << mode << " path=" << gpu::matmul_path_name(path));
                     y.poison();
                     const coli_status st = gpu::matmul_device(t, xd.ptr, y.ptr, c.S, mode, path, &why);
                     INFO(why);
@@ -289,6 +283,58 @@ TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group e
             }
         }
         CHECK(same(stats(device), coli_stats{0, 0}));
+    }
+}
+
+TEST_CASE("an expert group whose experts differ in format and hidden size equals the CPU", "[gpu][api]") {
+    GpuSession session;
+    const int device = g_devices.front();
+    const int64_t D = 256;
+    // Launch batching splits at every layout change and the hidden step at every change of F.
+    const struct { int fmt; int64_t F, gs, rows; } spec[] = {
+        {COLI_FORMAT_Q4, 96, 0, 3}, {COLI_FORMAT_G4, 64, 32, 1}, {COLI_FORMAT_G4, 64, 32, 0}, {COLI_FORMAT_Q8, 96, 0, 5},
+        {COLI_FORMAT_Q4, 96, 0, 2}};
+    std::vector<Quantized> mats;
+    std::vector<coli_expert> experts;
+    std::vector<ExpertView> views;
+    std::vector<int64_t> rows;
+    for (int e = 0; e < 5; ++e) {
+        const auto &c = spec[e];
+        mats.push_back(random_quantized(c.fmt, c.F, D, c.gs, 300 + 3 * e));
+        mats.push_back(random_quantized(c.fmt, c.F, D, c.gs, 301 + 3 * e));
+        mats.push_back(random_quantized(c.fmt, D, c.F, c.gs, 302 + 3 * e));
+        rows.push_back(c.rows);
+    }
+    for (int e = 0; e < 5; ++e) {
+        experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
+        views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
+    }
+    const int64_t total = 11, tokens = 4;
+    std::vector<int64_t> token(total);
+    std::vector<float> weight(total);
+    for (int64_t r = 0; r < total; ++r) {
+        token[r] = (r * 3) % tokens;
+        weight[r] = 0.25f + 0.125f * (float)(r % 5);
+    }
+    const std::vector<float> x = random_normal(total * D, 909);
+    for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
+        INFO("mode " << mode);
+        std::vector<float> want(tokens * D), got(tokens * D, std::nanf(""));
+        ref::expert_group(ref::matmul, views.data(), 5, rows.data(), x.data(), token.data(), weight.data(), want.data(),
+                          tokens, mode);
+        REQUIRE(coli_expert_group(experts.data(), 5, rows.data(), x.data(), token.data(), weight.data(), got.data(),
+                                  tokens, mode) == COLI_OK);
+        if (mode == COLI_NUMERICS_EXACT) {
+            CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+        } else {
+            std::vector<double> wd(want.begin(), want.end());
+            CHECK(nmse(wd, got.data()) < 1e-6);
+        }
+    }
+    for (const coli_expert &e : experts) {
+        REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
+        REQUIRE(coli_tensor_free(e.up) == COLI_OK);
+        REQUIRE(coli_tensor_free(e.down) == COLI_OK);
     }
 }
 

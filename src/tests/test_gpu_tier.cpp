@@ -179,8 +179,18 @@ TEST_CASE("GPU tier: an upload failure falls back to the CPU; a GPU failure mid-
           "[gpu][tier][failure]") {
     Fixture f;
     {
-        // The 2nd device operation after start-up fails: the first expert's upload.
-        TierEnv env(EnvList{{"CUDA_EXPERT_GB", "auto"}, {"PIN", f.pin}, {"COLI_GPU_FAIL_AFTER", "2"}});
+        // The smallest COLI_GPU_FAIL_AFTER that start-up survives counts start-up's operations; one
+        // more makes the second device operation after start-up fail: the first expert's upload.
+        int n = 0;
+        for (; n < 64; ++n) {
+            TierEnv probe(EnvList{{"COLI_GPU_FAIL_AFTER", std::to_string(n)}});
+            coli_shutdown();
+            const int devices[2] = {COLI_DEVICE_CPU, f.gpu};
+            if (coli_init(devices, 2) == COLI_OK) break;
+        }
+        coli_shutdown();
+        REQUIRE(n < 64);
+        TierEnv env(EnvList{{"CUDA_EXPERT_GB", "auto"}, {"PIN", f.pin}, {"COLI_GPU_FAIL_AFTER", std::to_string(n + 1)}});
         coli_tier t = f.open_on_gpu();
         coli_tier_info info;
         REQUIRE(coli_tier_info_get(t, &info) == COLI_OK);
