@@ -137,22 +137,29 @@ Group &group(int fmt) {
     return g;
 }
 
+// `rows` tokens, each routed to all 8 experts (top-8) with weight 1/8: expert e's rows are tokens
+// 0..rows-1, and the combine sums 8 rows per token (rows = 1: one decode step).
 void bm_group(benchmark::State &state, int fmt, int mode, bool api) {
     const int64_t rows = state.range(0), total = rows * kGlm5TopK;
     Group &g = group(fmt);
     const std::vector<int64_t> row_counts(kGlm5TopK, rows);
+    std::vector<int64_t> row_token(static_cast<size_t>(total));
+    for (int64_t r = 0; r < total; ++r) row_token[static_cast<size_t>(r)] = r % rows;
+    const std::vector<float> row_weight(static_cast<size_t>(total), 1.0f / kGlm5TopK);
     const std::vector<float> x = testing::random_normal(static_cast<size_t>(total * kGlm5Hidden), 9);
-    std::vector<float> y(static_cast<size_t>(total * kGlm5Hidden));
+    std::vector<float> y(static_cast<size_t>(rows * kGlm5Hidden));
     gpu::GroupCall call;
     for (const coli_expert &e : g.experts) call.experts.push_back({e.gate->device_tensor, e.up->device_tensor, e.down->device_tensor});
     call.rows = row_counts;
-    call.n_tokens = total;
+    call.row_token = row_token;
+    call.row_weight = row_weight;
+    call.n_tokens = rows;
     call.D = kGlm5Hidden;
     call.numerics = mode;
     for (auto _ : state) {
         if (api) {
-            if (coli_expert_group(g.experts.data(), kGlm5TopK, row_counts.data(), x.data(), nullptr, nullptr, y.data(), total,
-                                  mode) != COLI_OK) {
+            if (coli_expert_group(g.experts.data(), kGlm5TopK, row_counts.data(), x.data(), row_token.data(),
+                                  row_weight.data(), y.data(), rows, mode) != COLI_OK) {
                 return report_error(state, coli_last_error());
             }
         } else {
@@ -192,6 +199,24 @@ void register_all() {
                 auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_matmul, fmt, mode, sh[0], sh[1], gpu::MatmulPath::automatic);
                 b->ArgName("S")->UseManualTime()->Unit(benchmark::kMicrosecond);
                 for (int64_t s : rows) b->Arg(s);
+            }
+        }
+    }
+    // Every kernel path the device registry offers for the shape (matmul_paths), side by side.
+    for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4}) {
+        for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+            for (const auto &sh : shapes) {
+                Layout L;
+                std::string why;
+                if (!make_layout(fmt, sh[0], sh[1], fmt == COLI_FORMAT_G4 ? 128 : 0, &L, &why)) continue;
+                for (gpu::MatmulPath path : gpu::matmul_paths(kDevice, L, mode)) {
+                    const std::string name = std::string("BM_gpu_path/") + gpu::matmul_path_name(path) + "/" + fmt_name(fmt) +
+                                             (mode ? "/exact" : "/float") + "/O:" + std::to_string(sh[0]) +
+                                             "/I:" + std::to_string(sh[1]);
+                    auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_matmul, fmt, mode, sh[0], sh[1], path);
+                    b->ArgName("S")->UseManualTime()->Unit(benchmark::kMicrosecond);
+                    for (int64_t s : {1, 4, 32, 512}) b->Arg(s);
+                }
             }
         }
     }

@@ -39,15 +39,15 @@ template <int FMT, bool EXACT> COLI_HD constexpr int vec_weight_bytes() {
 
 // B contiguous bytes (B = 1, 2, 4, 8 or 16, aligned to B) as little-endian words.
 template <int B> __device__ inline void load_piece(const uint8_t *p, unsigned (&w)[(B + 3) / 4]) {
-    if (B == 16) {
+    if constexpr (B == 16) {
         const uint4 v = *(const uint4 *)p;
         w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-    } else if (B == 8) {
+    } else if constexpr (B == 8) {
         const uint2 v = *(const uint2 *)p;
         w[0] = v.x, w[1] = v.y;
-    } else if (B == 4) {
+    } else if constexpr (B == 4) {
         w[0] = *(const unsigned *)p;
-    } else if (B == 2) {
+    } else if constexpr (B == 2) {
         w[0] = *(const unsigned short *)p;
     } else {
         w[0] = *p;

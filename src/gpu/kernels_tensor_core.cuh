@@ -21,6 +21,10 @@ namespace coli::gpu {
 constexpr int kTcWarps = 4;
 constexpr int kTcMinRows = 16; // automatic selection uses the tensor cores from this S on
 
+// Tiles of the tiled exact kernel (below; the host sizes its grid from them).
+constexpr int kTileM = 64, kTileN = 128, kTileK = 64, kTileStride = 80;
+constexpr int kTileThreads = 256;
+
 // Writes 1 where this target has the tensor-core bodies compiled in, 0 where they are empty.
 __global__ void tc_probe_kernel(int *compiled) { *compiled = COLI_HAS_NV_TENSOR_CORES; }
 
@@ -115,8 +119,6 @@ template <int FMT> __global__ void __launch_bounds__(32 * kTcWarps) mma_w4a16_ke
 // Rows are padded to 80 bytes: the fragment loads of a warp (8 rows x 4 words) hit 32 banks.
 // Integer sums are exact; the epilogue is the contract's (per group, in order, for G4), so results
 // are bit-identical to every other path. Needs row bytes a multiple of 16 (tiled_shape()).
-constexpr int kTileM = 64, kTileN = 128, kTileK = 64, kTileStride = 80;
-constexpr int kTileThreads = 256;
 
 // 16 packed Q4 bytes (32 codes) -> 32 signed int8 codes in element order.
 __device__ inline void unpack_q4_codes(const uint4 raw, int4 (&out)[2]) {
