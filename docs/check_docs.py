@@ -34,7 +34,7 @@ def main(root):
             for name in files:
                 if name.endswith(('.cpp', '.h', '.cu', '.cuh', '.py')):
                     text = read(root, os.path.relpath(os.path.join(dirpath, name), root))
-                    env_vars.update(re.findall(r'(?:env_int|env_int_list|env_gb|env_is_set|getenv|environ\.get)\(\s*[\'"]([A-Z][A-Z0-9_]+)[\'"]', text))
+                    env_vars.update(re.findall(r'(?:env_int|env_int_list|env_gb|env_is_set|env_or_empty|getenv|environ\.get)\(\s*[\'"]([A-Z][A-Z0-9_]+)[\'"]', text))
     for var in sorted(env_vars):
         if '`%s`' % var not in config:
             problems.append('docs/configuration.md does not document %s' % var)

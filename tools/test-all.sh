@@ -11,7 +11,8 @@
 # tools/fetch-catch2-v3.sh from Debian bookworm-backports into build/; one SKIP where that
 # source does not exist).
 # Targets: COLI_CUDA_ARCH (default sm_80,sm_90), COLI_HIP_ARCH (default gfx1030,gfx90a: one wave32
-# and one wave64 target). Build directories: build/<config>, reused when present.
+# and one wave64 target). Build directories: build/<config>, reused when present. With none and
+# cuda/hip in one run, the none build (the host) also binds the real modules those builds made.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +77,26 @@ for cfg in "${configs[@]}"; do
     fi
     echo "=== $cfg: $p passed, $f failed, $s skipped"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+done
+
+# The host (the none build) binding the real modules the cuda and hip builds made: CPU work through
+# the module, exact results against the host's own reference (and on a GPU machine: set
+# COLI_HOST_TEST_GPU=0 to run it on GPU 0 through the module).
+host_test=build/none/src/loader/coli-host-dispatch-test
+for vendor in cuda hip; do
+    module=build/$vendor/src/libcoli_$vendor.so
+    [[ " ${configs[*]} " == *" none "* && " ${configs[*]} " == *" $vendor "* && -x $host_test && -f $module ]] || continue
+    runtime_dir=""
+    if [[ $vendor == hip ]]; then
+        runtime_dir=$(dirname "$(ldd "$module" | awk '/libamdhip64/ {print $3; exit}')")
+    fi
+    echo "=== host + $vendor module"
+    if "$host_test" real "$vendor" "$PWD/build/$vendor/src" "$runtime_dir" ${COLI_HOST_TEST_GPU:-}; then
+        passed=$((passed + 1))
+    else
+        echo "=== host + $vendor module FAILED"
+        failed=$((failed + 1))
+    fi
 done
 
 echo "$passed passed, $failed failed, $skipped skipped"

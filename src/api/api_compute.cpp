@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "api/dispatch.h"
 #include "api/errors.h"
 #include "api/runtime.h"
 #include "api/validate.h"
@@ -162,6 +163,7 @@ void cpu_group(const coli_expert *experts, int n_experts, const int64_t *rows, c
 extern "C" {
 
 COLI_API coli_status coli_matmul(coli_tensor t, float *y, const float *x, int64_t S, int numerics) {
+    COLI_FORWARD(coli_matmul, t, y, x, S, numerics);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -182,6 +184,7 @@ COLI_API coli_status coli_matmul(coli_tensor t, float *y, const float *x, int64_
 }
 
 COLI_API coli_status coli_expert_mlp(const coli_expert *expert, float *y, const float *x, int64_t S, int numerics) {
+    COLI_FORWARD(coli_expert_mlp, expert, y, x, S, numerics);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -206,6 +209,7 @@ COLI_API coli_status coli_expert_mlp(const coli_expert *expert, float *y, const 
 COLI_API coli_status coli_expert_group(const coli_expert *experts, int n_experts, const int64_t *rows, const float *x,
                                        const int64_t *row_token, const float *row_weight, float *y, int64_t n_tokens,
                                        int numerics) {
+    COLI_FORWARD(coli_expert_group, experts, n_experts, rows, x, row_token, row_weight, y, n_tokens, numerics);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -230,6 +234,7 @@ COLI_API coli_status coli_expert_group(const coli_expert *experts, int n_experts
 COLI_API coli_status coli_expert_group_issue(const coli_expert *experts, int n_experts, const int64_t *rows,
                                              const float *x, const int64_t *row_token, const float *row_weight,
                                              int64_t n_tokens, int numerics, coli_group_ticket *ticket) {
+    COLI_FORWARD(coli_expert_group_issue, experts, n_experts, rows, x, row_token, row_weight, n_tokens, numerics, ticket);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (!ticket) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "ticket must not be NULL");
@@ -263,6 +268,7 @@ COLI_API coli_status coli_expert_group_issue(const coli_expert *experts, int n_e
 }
 
 COLI_API coli_status coli_expert_group_take(coli_group_ticket ticket, float *y) {
+    COLI_FORWARD(coli_expert_group_take, ticket, y);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();

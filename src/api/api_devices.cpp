@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "api/dispatch.h"
 #include "api/env.h"
 #include "api/errors.h"
 #include "api/host_info.h"
@@ -53,11 +54,18 @@ extern "C" {
 
 COLI_API int coli_abi_version(void) { return COLI_ABI_VERSION; }
 
-COLI_API const char *coli_version(void) { return COLI_VERSION_STRING; }
+COLI_API const char *coli_version(void) {
+    COLI_FORWARD0(coli_version);
+    return COLI_VERSION_STRING;
+}
 
-COLI_API const char *coli_gpu_backend(void) { return gpu::backend_name(); }
+COLI_API const char *coli_gpu_backend(void) {
+    COLI_FORWARD0(coli_gpu_backend);
+    return gpu::backend_name();
+}
 
 COLI_API coli_status coli_gpu_count(int *count) {
+    COLI_FORWARD(coli_gpu_count, count);
     const char *fn = __func__;
     return guarded(fn, [&] {
         if (!count) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "count must not be NULL");
@@ -68,6 +76,7 @@ COLI_API coli_status coli_gpu_count(int *count) {
 }
 
 COLI_API coli_status coli_device_info_get(int device, coli_device_info *info) {
+    COLI_FORWARD(coli_device_info_get, device, info);
     const char *fn = __func__;
     return guarded(fn, [&] {
         if (!info) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "info must not be NULL");
@@ -89,6 +98,7 @@ COLI_API coli_status coli_device_info_get(int device, coli_device_info *info) {
 }
 
 COLI_API coli_status coli_init(const int *devices, int count) {
+    COLI_FORWARD(coli_init, devices, count);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -99,9 +109,16 @@ COLI_API coli_status coli_init(const int *devices, int count) {
         if (count < 0 || (count > 0 && !devices)) {
             return fail(COLI_ERR_INVALID_ARGUMENT, fn, "devices must hold count >= 0 entries");
         }
-        std::vector<int> wanted(devices, devices + count);
         std::string why;
-        if (wanted.empty()) {
+        bool cpu_only = false; // a host build whose module was refused, with COLI_GPU_FALLBACK=cpu
+        if (const coli_status st = dispatch::bind_from_environment(&cpu_only, &why); st != COLI_OK) return fail(st, fn, why);
+        if (void *bound_init = dispatch::bound(dispatch::sym_coli_init)) { // a module was bound just now
+            return reinterpret_cast<decltype(&coli_init)>(bound_init)(devices, count);
+        }
+        std::vector<int> wanted(devices, devices + count);
+        if (cpu_only) {
+            wanted.assign(1, COLI_DEVICE_CPU);
+        } else if (wanted.empty()) {
             if (const coli_status st = devices_from_environment(&wanted, &why); st != COLI_OK) return fail(st, fn, why);
         }
         std::vector<int> gpus;
@@ -145,6 +162,7 @@ COLI_API coli_status coli_init(const int *devices, int count) {
 }
 
 COLI_API coli_status coli_shutdown(void) {
+    COLI_FORWARD0(coli_shutdown);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -166,6 +184,7 @@ COLI_API coli_status coli_shutdown(void) {
 }
 
 COLI_API coli_status coli_stats_get(int device, coli_stats *stats) {
+    COLI_FORWARD(coli_stats_get, device, stats);
     const char *fn = __func__;
     return guarded(fn, [&] {
         if (!stats) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "stats must not be NULL");

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "api/dispatch.h"
 #include "api/errors.h"
 #include "api/validate.h"
 #include "formats/layout.h"
@@ -25,6 +26,7 @@ extern "C" {
 
 COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs, size_t *weight_bytes,
                                        size_t *scale_count) {
+    COLI_FORWARD(coli_format_sizes, fmt, O, I, gs, weight_bytes, scale_count);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Layout L;
@@ -40,6 +42,7 @@ COLI_API coli_status coli_format_sizes(int fmt, int64_t O, int64_t I, int64_t gs
 
 COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, const float *w, void *weights,
                                    float *scales) {
+    COLI_FORWARD(coli_quantize, fmt, O, I, gs, w, weights, scales);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Layout L;
@@ -58,6 +61,7 @@ COLI_API coli_status coli_quantize(int fmt, int64_t O, int64_t I, int64_t gs, co
 
 COLI_API coli_status coli_dequantize(int fmt, int64_t O, int64_t I, int64_t gs, const void *weights,
                                      const float *scales, float *w) {
+    COLI_FORWARD(coli_dequantize, fmt, O, I, gs, weights, scales, w);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Layout L;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/dispatch.h"
 #include "api/errors.h"
 #include "api/runtime.h"
 #include "api/validate.h"
@@ -31,6 +32,7 @@ extern "C" {
 
 COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, int64_t I, int64_t gs,
                                         const void *weights, const float *scales, int device) {
+    COLI_FORWARD(coli_tensor_upload, out, fmt, O, I, gs, weights, scales, device);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (!out) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "out must not be NULL");
@@ -73,6 +75,7 @@ COLI_API coli_status coli_tensor_upload(coli_tensor *out, int fmt, int64_t O, in
 }
 
 COLI_API coli_status coli_tensor_update(coli_tensor t, const void *weights, const float *scales) {
+    COLI_FORWARD(coli_tensor_update, t, weights, scales);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -95,6 +98,7 @@ COLI_API coli_status coli_tensor_update(coli_tensor t, const void *weights, cons
 }
 
 COLI_API coli_status coli_tensor_free(coli_tensor t) {
+    COLI_FORWARD(coli_tensor_free, t);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();
@@ -111,6 +115,7 @@ COLI_API coli_status coli_tensor_free(coli_tensor t) {
 }
 
 COLI_API coli_status coli_tensor_describe(coli_tensor t, coli_tensor_desc *desc) {
+    COLI_FORWARD(coli_tensor_describe, t, desc);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         Runtime &rt = runtime();

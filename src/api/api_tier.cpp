@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/dispatch.h"
 #include "api/errors.h"
 #include "api/runtime.h"
 #include "tier/expert_tier.h"
@@ -26,6 +27,7 @@ extern "C" {
 
 COLI_API coli_status coli_store_write_random(const char *path, int layers, int experts, int64_t hidden,
                                              int64_t intermediate, int format, int64_t group_size, uint64_t seed) {
+    COLI_FORWARD(coli_store_write_random, path, layers, experts, hidden, intermediate, format, group_size, seed);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (!path) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "path must not be NULL");
@@ -42,6 +44,7 @@ COLI_API coli_status coli_store_write_random(const char *path, int layers, int e
 }
 
 COLI_API coli_status coli_tier_open(const char *store_path, coli_tier *out) {
+    COLI_FORWARD(coli_tier_open, store_path, out);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (!store_path || !out) return fail(COLI_ERR_INVALID_ARGUMENT, fn, "store_path and tier must not be NULL");
@@ -69,6 +72,7 @@ COLI_API coli_status coli_tier_open(const char *store_path, coli_tier *out) {
 COLI_API coli_status coli_tier_forward(coli_tier t, int layer, const int *experts, int n_experts, const int64_t *rows,
                                        const float *x, const int64_t *row_token, const float *row_weight, float *y,
                                        int64_t n_tokens, int numerics) {
+    COLI_FORWARD(coli_tier_forward, t, layer, experts, n_experts, rows, x, row_token, row_weight, y, n_tokens, numerics);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;
@@ -80,6 +84,7 @@ COLI_API coli_status coli_tier_forward(coli_tier t, int layer, const int *expert
 }
 
 COLI_API coli_status coli_tier_shared_expert(coli_tier t, int layer, float *y, const float *x, int64_t S, int numerics) {
+    COLI_FORWARD(coli_tier_shared_expert, t, layer, y, x, S, numerics);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;
@@ -90,6 +95,7 @@ COLI_API coli_status coli_tier_shared_expert(coli_tier t, int layer, float *y, c
 }
 
 COLI_API coli_status coli_tier_expert_device(coli_tier t, int layer, int expert, int *device) {
+    COLI_FORWARD(coli_tier_expert_device, t, layer, expert, device);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;
@@ -101,6 +107,7 @@ COLI_API coli_status coli_tier_expert_device(coli_tier t, int layer, int expert,
 }
 
 COLI_API coli_status coli_tier_info_get(coli_tier t, coli_tier_info *info) {
+    COLI_FORWARD(coli_tier_info_get, t, info);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;
@@ -111,6 +118,7 @@ COLI_API coli_status coli_tier_info_get(coli_tier t, coli_tier_info *info) {
 }
 
 COLI_API coli_status coli_tier_profile_write(coli_tier t, const char *path) {
+    COLI_FORWARD(coli_tier_profile_write, t, path);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;
@@ -123,6 +131,7 @@ COLI_API coli_status coli_tier_profile_write(coli_tier t, const char *path) {
 }
 
 COLI_API coli_status coli_tier_close(coli_tier t) {
+    COLI_FORWARD(coli_tier_close, t);
     const char *fn = __func__;
     return guarded(fn, [&]() -> coli_status {
         if (const coli_status st = check_tier(fn, t); st != COLI_OK) return st;

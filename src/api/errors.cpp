@@ -1,3 +1,4 @@
+#include "api/dispatch.h"
 #include "api/errors.h"
 
 namespace coli {
@@ -18,9 +19,13 @@ coli_status fail(coli_status status, const char *function, const std::string &me
 
 extern "C" {
 
-COLI_API const char *coli_last_error(void) { return coli::t_last_error.c_str(); }
+COLI_API const char *coli_last_error(void) {
+    COLI_FORWARD0(coli_last_error);
+    return coli::t_last_error.c_str();
+}
 
 COLI_API const char *coli_status_name(coli_status status) {
+    COLI_FORWARD(coli_status_name, status);
     switch (status) {
     case COLI_OK: return "COLI_OK";
     case COLI_ERR_INVALID_ARGUMENT: return "COLI_ERR_INVALID_ARGUMENT";
