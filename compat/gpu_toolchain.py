@@ -9,11 +9,16 @@ Every failure prints one clear message on stderr and exits 1; Meson turns it int
   gpu_toolchain.py locate-hip COMPILER
       -> two lines: compiler path, the directory of libamdhip64 (may be empty). Looks in
          $ROCM_HOME/bin, $ROCM_PATH/bin, /opt/rocm/bin, then PATH (Debian's system hipcc is
-         /usr/bin/hipcc); the library in those roots' lib dirs, then the system's.
+         /usr/bin/hipcc); the library in those roots' lib dirs, then the system's. On Windows
+         (the HIP SDK): $HIP_CLANG_PATH, then $HIP_PATH/bin, for COMPILER(.exe|.bat), and
+         amdhip64.lib in $HIP_PATH/lib.
   gpu_toolchain.py arch cuda|hip COMPILER ARCH [ARCH ...]
-      -> the resolved, validated targets, one per line ('native' replaced by the visible GPUs).
+      -> the resolved, validated targets, one per line ('native' replaced by the visible GPUs;
+         refused for HIP on Windows, docs/windows.md).
+COLI_TOOLCHAIN_OS=windows|linux overrides the detected system (for tests).
 """
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -58,19 +63,28 @@ def locate_nvcc():
     print(found)
 
 
+def host_os():
+    return (os.environ.get('COLI_TOOLCHAIN_OS') or platform.system()).lower()
+
+
 def rocm_roots():
+    if host_os() == 'windows':  # the HIP SDK sets HIP_PATH (e.g. C:\Program Files\AMD\ROCm\6.1\)
+        return [r for r in (os.environ.get('HIP_PATH'), os.environ.get('ROCM_PATH')) if r]
     roots = [os.environ.get(v) for v in ('ROCM_HOME', 'ROCM_PATH')]
     return [r for r in roots if r] + ['/opt/rocm']
 
 
 def locate_hip(compiler):
     cands = []
+    windows = host_os() == 'windows'
+    names = [compiler] + ([compiler + '.exe', compiler + '.bat'] if windows else [])
     if os.path.isabs(compiler):
         cands.append(compiler)
     else:
+        dirs = [os.environ.get('HIP_CLANG_PATH')] if windows else []
         for root in rocm_roots():
-            cands.append(os.path.join(root, 'bin', compiler))
-            cands.append(os.path.join(root, 'llvm', 'bin', compiler))
+            dirs += [os.path.join(root, 'bin'), os.path.join(root, 'llvm', 'bin')]
+        cands += [os.path.join(d, n) for d in dirs if d for n in names]
         cands.append(shutil.which(compiler))
     found = first_existing(cands)
     if not found:
@@ -80,9 +94,11 @@ def locate_hip(compiler):
              'driver such as amdclang++.' % compiler)
     libdir = ''
     candidates = [os.path.join(root, sub) for root in rocm_roots() for sub in ('lib', 'lib64')]
-    candidates += ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib']  # a distribution's HIP
+    if not windows:
+        candidates += ['/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib']  # a distribution's HIP
+    library = 'amdhip64.lib' if windows else 'libamdhip64.so'
     for d in candidates:
-        if os.path.isdir(d) and any(f.startswith('libamdhip64.so') for f in os.listdir(d)):
+        if os.path.isdir(d) and any(f.startswith(library) for f in os.listdir(d)):
             libdir = d
             break
     print(found)
@@ -140,7 +156,11 @@ def resolve(backend, compiler, requested):
     resolved = []
     for a in requested:
         a = a.strip()
-        if a == 'native':
+        if a == 'native' and backend == 'hip' and host_os() == 'windows':
+            fail('gpu_arch=native is refused on Windows: the HIP SDK has no reliable query of the '
+                 'visible GPU at configure time, and a guess would build the wrong code objects. '
+                 'Name the targets, e.g. -Dgpu_arch=gfx1100 (RDNA3) or -Dgpu_arch=gfx1030,gfx1100.')
+        elif a == 'native':
             resolved += native_cuda() if backend == 'cuda' else native_hip(compiler)
         else:
             resolved.append(a)

@@ -50,6 +50,8 @@ def main(meson, src):
                   {}, ['"no-such-hipcc" not found', 'ROCM_HOME', 'libamdhip64-dev'], True, ''))
     cases.append(('hip: NVIDIA target', ['-Dgpu=hip', '-Dgpu_arch=sm_90'], {},
                   ['"sm_90" is not an AMD target', '-Dgpu=cuda'], hipcc is not None, 'no hipcc here'))
+    cases.append(('hip: native on Windows', ['-Dgpu=hip', '-Dgpu_arch=native'], {'COLI_TOOLCHAIN_OS': 'windows'},
+                  ['native is refused on Windows', '-Dgpu_arch=gfx1100'], hipcc is not None, 'no hipcc here'))
     cases.append(('empty arch list', ['-Dgpu=hip', '-Dgpu_arch='], {}, ['gpu_arch is empty'],
                   hipcc is not None, 'no hipcc here'))
     ran = failed = 0

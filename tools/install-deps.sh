@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(meson ninja-build g++ pkg-config cmake python3 catch2 nlohmann-json3-dev libbenchmark-dev
-          python3-jsonschema python3-jinja2)
+          python3-jsonschema python3-jinja2 python3-matplotlib
+          g++-mingw-w64-x86-64-posix wine64) # the Windows loader's contract tests (cross-built, run under wine)
 if [[ "${1:-}" != "--no-hip" ]]; then
     packages+=(hipcc libamdhip64-dev rocm-device-libs)
 fi

@@ -51,13 +51,13 @@ coli_status bind_from_environment(bool *cpu_only, std::string *why) {
     std::vector<std::string> candidates;
     if (backend == "auto") {
         for (const char *b : {"cuda", "hip"}) {
-            if (file_exists(dir + "/libcoli_" + b + ".so")) candidates.push_back(b);
+            if (file_exists(dir + "/" + loader::module_file_name(b))) candidates.push_back(b);
         }
     } else {
         candidates.push_back(backend);
     }
-    std::string reason = candidates.empty() ? "COLI_GPU_BACKEND=auto: COLI_BACKEND_DIR='" + dir +
-                                                  "' holds neither libcoli_cuda.so nor libcoli_hip.so"
+    std::string reason = candidates.empty() ? "COLI_GPU_BACKEND=auto: COLI_BACKEND_DIR='" + dir + "' holds neither " +
+                                                  loader::module_file_name("cuda") + " nor " + loader::module_file_name("hip")
                                             : "";
     coli_status refusal = COLI_ERR_NO_DEVICE;
     for (const std::string &b : candidates) {

@@ -7,12 +7,27 @@
 #include <string>
 
 #include <sys/stat.h>
+#ifdef _WIN32
+#include <direct.h>
+#endif
 
 #include "loader/module_loader.h"
 
 using namespace coli::loader;
 
 namespace {
+
+void make_dir(const std::string &path) {
+#ifdef _WIN32
+    _mkdir(path.c_str());
+#else
+    ::mkdir(path.c_str(), 0755);
+#endif
+}
+
+bool ends_with(const std::string &s, const std::string &tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 bool expect_refused(const ModuleConfig &c, const std::string &text) {
     LoadedModule m;
@@ -28,7 +43,8 @@ bool expect_loaded(const ModuleConfig &c) {
     const coli_status st = load_backend_module(c, &m, &why);
     std::printf("%s -> %s (%zu symbols, runtime %s)\n", c.dir.c_str(), st == COLI_OK ? "loaded" : why.c_str(),
                 m.symbols.size(), m.runtime_path.empty() ? "-" : m.runtime_path.c_str());
-    return st == COLI_OK && m.symbols.size() == 30 && m.path == c.dir + "/libcoli_" + c.backend + ".so";
+    return st == COLI_OK && m.symbols.size() == 30 && m.path.compare(0, c.dir.size(), c.dir) == 0 &&
+           ends_with(m.path, module_file_name(c.backend));
 }
 
 } // namespace
@@ -60,17 +76,17 @@ int main(int argc, char **argv) {
         ok = expect_refused({"cuda", badabi, ""}, "ABI version 2, this host needs 1");
     } else if (which == "unreadable-file") {
         const std::string dir1 = scratch + "/not-elf", dir2 = scratch + "/not-regular";
-        ::mkdir(scratch.c_str(), 0755);
-        ::mkdir(dir1.c_str(), 0755);
-        ::mkdir(dir2.c_str(), 0755);
-        std::ofstream(dir1 + "/libcoli_cuda.so") << "this is not a shared object\n";
-        ::mkdir((dir2 + "/libcoli_cuda.so").c_str(), 0755);
-        ok = expect_refused({"cuda", dir1, ""}, "is not an ELF shared object") &&
+        make_dir(scratch);
+        make_dir(dir1);
+        make_dir(dir2);
+        std::ofstream(dir1 + "/" + module_file_name("cuda")) << "this is not a shared object\n";
+        make_dir(dir2 + "/" + module_file_name("cuda"));
+        ok = expect_refused({"cuda", dir1, ""}, "is not a loadable module") &&
              expect_refused({"cuda", dir2, ""}, "is not a regular file");
     } else if (which == "hip-runtime") {
         const std::string empty = scratch + "/no-runtime";
-        ::mkdir(scratch.c_str(), 0755);
-        ::mkdir(empty.c_str(), 0755);
+        make_dir(scratch);
+        make_dir(empty);
         ok = expect_refused({"hip", good, empty}, "exactly one is required") &&
              expect_refused({"hip", good, "relative/dir"}, "COLI_HIP_RUNTIME_DIR must be an absolute directory") &&
              expect_loaded({"hip", good, hiprt});
