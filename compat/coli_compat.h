@@ -55,6 +55,7 @@
 #define cudaMallocHost hipHostMalloc
 #define cudaFreeHost hipHostFree
 #define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate
 #define cudaEventRecord hipEventRecord
@@ -269,4 +270,57 @@ inline bool coli_gpu_has_nv_tensor_cores(const cudaDeviceProp &prop) {
 
 // Warp size of a device as the runtime reports it (host side, for launch configuration checks).
 inline int coli_gpu_warp_size(const cudaDeviceProp &prop) { return prop.warpSize; }
+
+// ---------------------------------------------------------------------------------------------
+// Overlapped launches of a stream's kernels (NVIDIA programmatic dependent launch, sm_90+).
+// A kernel started by coli_launch_overlapped may begin while the kernel before it in its stream
+// still runs: it may read only what no kernel writes (weights) until coli_wait_prior_grid()
+// returns, which is after that kernel (and so every one before it) has finished and its writes
+// are visible. Every block of such a kernel calls coli_wait_prior_grid() before it writes or
+// reads anything else, or exits. coli_release_dependents() lets the next kernel's blocks start
+// (they wait likewise). Elsewhere (HIP, sm_80, overlap off) these are plain ordered launches.
+// ---------------------------------------------------------------------------------------------
+COLI_DEVICE inline void coli_wait_prior_grid() {
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif // sm_90+
+}
+
+COLI_DEVICE inline void coli_release_dependents() {
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif // sm_90+
+}
+
+// Whether the device honours overlapped launches.
+inline bool coli_gpu_overlaps_launches(const cudaDeviceProp &prop) {
+#if defined(COLI_GPU_VENDOR_HIP)
+    (void)prop;
+    return false;
+#else
+    return prop.major >= 9;
+#endif // vendor
+}
+
+template <class... Params, class... Args>
+inline cudaError_t coli_launch_overlapped(bool overlap, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                          cudaStream_t stream, Args... args) {
+#if defined(COLI_GPU_VENDOR_HIP)
+    (void)overlap;
+    hipLaunchKernelGGL(kernel, grid, block, smem, stream, static_cast<Params>(args)...);
+    return hipGetLastError();
+#else
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = overlap ? 1 : 0;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+#endif // vendor
+}
 #endif // COLI_GPU_COMPILER

@@ -66,6 +66,21 @@ inline std::string runtime_error_text(cudaError_t e) {
         }                                                                                          \
     } while (0)
 
+// A launch through coli_launch_overlapped (compat): the kernel must follow its contract (it waits
+// for the kernel before it). KERNEL is parenthesized when it names template arguments.
+#define COLI_GPU_LAUNCH_OVERLAPPED(ctx, what, kernel, grid, block, smem, ...)                       \
+    do {                                                                                           \
+        if (!fault_check(what, why)) return COLI_ERR_DEVICE;                                       \
+        const cudaError_t coli_err_ =                                                              \
+            coli_launch_overlapped((ctx).overlap, kernel, grid, block, smem, (ctx).stream, __VA_ARGS__); \
+        const cudaError_t coli_last_ = cudaGetLastError();                                         \
+        if (coli_err_ != cudaSuccess || coli_last_ != cudaSuccess) {                               \
+            *why = std::string("kernel launch ") + what + ": " +                                   \
+                   runtime_error_text(coli_err_ != cudaSuccess ? coli_err_ : coli_last_);          \
+            return COLI_ERR_DEVICE;                                                                \
+        }                                                                                          \
+    } while (0)
+
 #define COLI_GPU_CHECK(call)                                                                       \
     do {                                                                                           \
         const coli_status coli_st_ = (call);                                                       \
@@ -127,6 +142,9 @@ struct DeviceContext {
     cudaStream_t stream = nullptr;
     bool tensor_cores = false; // compiled in and present on the device (int8 MMA for exact mode)
     bool w4a16 = false;        // and the float W4A16 path opted in (COLI_CUDA_TC_W4A16=1)
+    int multiprocessors = 1;   // sizes the balanced kernels' grids (one wave)
+    bool overlap = false;      // overlapped launches (coli_launch_overlapped) are honoured
+    std::map<const void *, int> resident_blocks; // per kernel: blocks the whole device holds at once
     std::mutex mutex;          // one compute call at a time on this device's scratch and stream
     Scratch scratch;
     ~DeviceContext() {
