@@ -139,7 +139,7 @@ Group &group(int fmt) {
 
 // `rows` tokens, each routed to all 8 experts (top-8) with weight 1/8: expert e's rows are tokens
 // 0..rows-1, and the combine sums 8 rows per token (rows = 1: one decode step).
-void bm_group(benchmark::State &state, int fmt, int mode, bool api) {
+void bm_group(benchmark::State &state, int fmt, int mode, bool api, gpu::MatmulPath path) {
     const int64_t rows = state.range(0), total = rows * kGlm5TopK;
     Group &g = group(fmt);
     const std::vector<int64_t> row_counts(kGlm5TopK, rows);
@@ -156,6 +156,7 @@ void bm_group(benchmark::State &state, int fmt, int mode, bool api) {
     call.n_tokens = rows;
     call.D = kGlm5Hidden;
     call.numerics = mode;
+    call.path = path;
     for (auto _ : state) {
         if (api) {
             if (coli_expert_group(g.experts.data(), kGlm5TopK, row_counts.data(), x.data(), row_token.data(),
@@ -225,9 +226,19 @@ void register_all() {
             for (bool api : {false, true}) {
                 const std::string name = std::string(api ? "BM_api_group8/" : "BM_gpu_group8/") + fmt_name(fmt) +
                                          (mode ? "/exact" : "/float");
-                auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_group, fmt, mode, api);
+                auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_group, fmt, mode, api, gpu::MatmulPath::automatic);
                 b->ArgName("rows_per_expert")->Arg(1)->Arg(4)->Arg(256)->Unit(benchmark::kMicrosecond);
                 api ? b->UseRealTime() : b->UseManualTime();
+            }
+            // The decode group on each kernel path the projections can take, side by side.
+            Layout L;
+            std::string why;
+            if (!make_layout(fmt, kGlm5ExpertIntermediate, kGlm5Hidden, fmt == COLI_FORMAT_G4 ? 128 : 0, &L, &why)) continue;
+            for (gpu::MatmulPath path : gpu::matmul_paths(kDevice, L, mode)) {
+                const std::string name = std::string("BM_gpu_group8_path/") + gpu::matmul_path_name(path) + "/" +
+                                         fmt_name(fmt) + (mode ? "/exact" : "/float");
+                auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_group, fmt, mode, false, path);
+                b->ArgName("rows_per_expert")->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMicrosecond);
             }
         }
     }

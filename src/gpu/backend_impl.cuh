@@ -15,6 +15,7 @@
 #include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
 #include "gpu/kernels_matvec.cuh"
+#include "gpu/kernels_matvec_split.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 
 namespace coli::gpu {
@@ -46,6 +47,8 @@ coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *wh
     *usable = false;
     cudaDeviceProp prop;
     COLI_GPU_OP(cudaGetDeviceProperties(&prop, ctx.ordinal), "cudaGetDeviceProperties");
+    ctx.multiprocessors = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    ctx.overlap = coli_gpu_overlaps_launches(prop);
     if (!COLI_NV_TENSOR_CORE_PATHS || !coli_gpu_has_nv_tensor_cores(prop)) return COLI_OK;
     DeviceBuffer flag;
     COLI_GPU_CHECK(ensure(flag, sizeof(int), "tensor-core probe buffer", why));
@@ -140,11 +143,23 @@ bool vector_shape(const Layout &L, bool exact) {
     return true;
 }
 
+// Whether the vector path runs this layout through matvec_split_kernel (kernels_matvec_split.cuh):
+// whole 512-byte segments per row with no padding codes, and every piece within one scale group
+// (exact G4: whole groups per segment, their lanes a power of two).
+bool split_shape(const Layout &L, bool exact) {
+    if (L.fmt == COLI_FORMAT_F32 || L.row_bytes % kSplitSegmentBytes != 0) return false;
+    const int64_t piece = L.fmt == COLI_FORMAT_Q8 ? 16 : L.fmt == COLI_FORMAT_Q2 ? 64 : 32;
+    if (L.I != (int64_t)L.row_bytes / kSplitPieceBytes * piece) return false;
+    if (L.fmt != COLI_FORMAT_G4) return true;
+    const int64_t lanes = L.gs / piece;
+    return L.gs % piece == 0 && (!exact || (lanes <= kRowLanes && (lanes & (lanes - 1)) == 0));
+}
+
 // The path a call takes; an explicit request that cannot be met is an error.
 coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bool exact, MatmulPath requested,
                         MatmulPath *chosen, std::string *why) {
     const bool tc_ok = tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
-    const bool vec_ok = vector_shape(L, exact);
+    const bool vec_ok = vector_shape(L, exact), split_ok = split_shape(L, exact);
     if (requested == MatmulPath::tensor_core && !tc_ok) {
         *why = std::string("the tensor-core path is not available here (") +
                (!tensor_cores_for(ctx, exact) ? (ctx.tensor_cores ? "W4A16 is not enabled (COLI_CUDA_TC_W4A16=1)"
@@ -157,8 +172,15 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
                "the codes per 16 bytes; G4: gs a multiple of them, at most 32 lanes per group)";
         return COLI_ERR_UNSUPPORTED;
     }
+    if (requested == MatmulPath::split && !split_ok) {
+        *why = "the split path does not take this shape (rows of whole 512-byte segments; G4: gs a multiple of the "
+               "codes per 16 bytes, in exact mode dividing the segment)";
+        return COLI_ERR_UNSUPPORTED;
+    }
     if (requested != MatmulPath::automatic) *chosen = requested;
     else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
+    // split wins where vector's in-order G4 epilogue runs per step (exact G4; measured, docs/performance.md)
+    else if (split_ok && exact && L.fmt == COLI_FORMAT_G4) *chosen = MatmulPath::split;
     else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;
     return COLI_OK;
 }
@@ -174,8 +196,8 @@ coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, con
 // Quantizes S rows of x_dev [S][I] into q [S][ldq] and sx [S].
 coli_status quantize_rows(DeviceContext &ctx, const float *x_dev, int64_t S, int64_t I, int8_t *q, float *sx,
                           std::string *why) {
-    COLI_GPU_LAUNCH("quantize_rows_kernel", quantize_rows_kernel<<<(unsigned)S, kBlockThreads, 0, ctx.stream>>>(
-                                                x_dev, (int)I, q, (int)padded_inputs(I), sx));
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "quantize_rows_kernel", quantize_rows_kernel, dim3((unsigned)S), dim3(kBlockThreads), 0,
+                               x_dev, (int)I, q, (int)padded_inputs(I), sx);
     return COLI_OK;
 }
 
@@ -189,20 +211,72 @@ struct MatmulJob {
     int64_t S;
 };
 
-template <int FMT> coli_status launch_vector(const BatchArgs &a, int64_t max_S, bool exact, cudaStream_t stream, std::string *why) {
-    const unsigned gx = (unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock);
-#define COLI_LAUNCH_VEC(ST)                                                                                             \
-    do {                                                                                                                \
-        const dim3 grid(gx, (unsigned)((max_S + (ST)-1) / (ST)));                                                       \
-        if (exact) COLI_GPU_LAUNCH("matvec_kernel", (matvec_kernel<FMT, ST, true><<<grid, kBlockThreads, 0, stream>>>(a))); \
-        else COLI_GPU_LAUNCH("matvec_kernel", (matvec_kernel<FMT, ST, false><<<grid, kBlockThreads, 0, stream>>>(a)));     \
-    } while (0)
-    if (max_S == 1) COLI_LAUNCH_VEC(1);
-    else if (max_S == 2) COLI_LAUNCH_VEC(2);
-    else if (max_S <= 4) COLI_LAUNCH_VEC(4);
-    else COLI_LAUNCH_VEC(8);
-#undef COLI_LAUNCH_VEC
+// Blocks of this kernel the whole device holds at once (cached per kernel).
+template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel) {
+    const void *key = reinterpret_cast<const void *>(kernel);
+    auto it = ctx.resident_blocks.find(key);
+    if (it != ctx.resident_blocks.end()) return it->second;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0) != cudaSuccess) {
+        cudaGetLastError(); // a query only: size as if one block fits
+        per_sm = 1;
+    }
+    return ctx.resident_blocks[key] = std::max(per_sm, 1) * ctx.multiprocessors;
+}
+
+// One launch of matvec_split_kernel: one wave of blocks over the batch's row pairs, the shared
+// memory for their unit sums capped (more, smaller blocks when it would not fit).
+template <int FMT, int ST, bool EXACT>
+coli_status launch_split_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
+    SplitShape sh;
+    sh.pairs_per_problem = (a.O + kVecRowsPerGroup - 1) / kVecRowsPerGroup;
+    sh.total_pairs = a.n * sh.pairs_per_problem;
+    sh.segments = a.row_bytes / kSplitSegmentBytes;
+    const bool g4_exact = EXACT && FMT == kG4;
+    sh.units = g4_exact ? a.I / a.gs : sh.segments;
+    sh.unit_lanes = g4_exact ? a.gs / split_piece_codes<FMT>() : kRowLanes;
+    for (sh.unit_shift = 0; (1 << sh.unit_shift) < sh.unit_lanes;) ++sh.unit_shift;
+    constexpr int kMaxSharedBytes = 32 * 1024;
+    const int64_t pair_bytes = (int64_t)kVecRowsPerGroup * ST * sh.units * 4;
+    const unsigned gy = (unsigned)((max_S + ST - 1) / ST);
+    const int64_t wave = std::max<int64_t>(1, resident_blocks(ctx, matvec_split_kernel<FMT, ST, EXACT>) / gy);
+    const int64_t fit = std::max<int64_t>(1, kMaxSharedBytes / pair_bytes); // pairs per block
+    const int64_t gx = std::min<int64_t>(sh.total_pairs, std::max(wave, (sh.total_pairs + fit - 1) / fit));
+    const size_t smem = (size_t)((sh.total_pairs + gx - 1) / gx * pair_bytes);
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_split_kernel", (matvec_split_kernel<FMT, ST, EXACT>), dim3((unsigned)gx, gy),
+                               dim3(kBlockThreads), smem, a, sh);
     return COLI_OK;
+}
+
+template <int FMT> coli_status launch_split(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool exact, std::string *why) {
+#define COLI_LAUNCH_SPLIT(ST) \
+    return exact ? launch_split_st<FMT, ST, true>(ctx, a, max_S, why) : launch_split_st<FMT, ST, false>(ctx, a, max_S, why)
+    if (max_S == 1) COLI_LAUNCH_SPLIT(1);
+    if (max_S == 2) COLI_LAUNCH_SPLIT(2);
+    if (max_S <= 4) COLI_LAUNCH_SPLIT(4);
+    COLI_LAUNCH_SPLIT(8);
+#undef COLI_LAUNCH_SPLIT
+}
+
+// One wave of the persistent matvec_kernel (or fewer blocks when the batch is small).
+template <int FMT, int ST, bool EXACT> coli_status launch_vector_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
+    const int pairs_per_problem = (a.O + kVecRowsPerGroup - 1) / kVecRowsPerGroup;
+    const unsigned gy = (unsigned)((max_S + ST - 1) / ST);
+    const int64_t needed = ((int64_t)a.n * pairs_per_problem + kRowsPerBlock - 1) / kRowsPerBlock;
+    const int64_t wave = std::max<int64_t>(1, resident_blocks(ctx, matvec_kernel<FMT, ST, EXACT>) / gy);
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT>),
+                               dim3((unsigned)std::min(needed, wave), gy), dim3(kBlockThreads), 0, a, pairs_per_problem);
+    return COLI_OK;
+}
+
+template <int FMT> coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool exact, std::string *why) {
+#define COLI_LAUNCH_VEC(ST) \
+    return exact ? launch_vector_st<FMT, ST, true>(ctx, a, max_S, why) : launch_vector_st<FMT, ST, false>(ctx, a, max_S, why)
+    if (max_S == 1) COLI_LAUNCH_VEC(1);
+    if (max_S == 2) COLI_LAUNCH_VEC(2);
+    if (max_S <= 4) COLI_LAUNCH_VEC(4);
+    COLI_LAUNCH_VEC(8);
+#undef COLI_LAUNCH_VEC
 }
 
 template <int FMT> coli_status launch_tiled(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
@@ -243,7 +317,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
         MatmulPath chosen;
         COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &chosen, why));
         const bool tiled = chosen == MatmulPath::tensor_core && tiled_shape(L, exact);
-        if (chosen != MatmulPath::vector && !tiled) {
+        if (chosen != MatmulPath::vector && chosen != MatmulPath::split && !tiled) {
             COLI_GPU_CHECK(launch_single(ctx, jobs[i], chosen, exact, why));
             ++i;
             continue;
@@ -273,11 +347,14 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
                                                    : launch_tiled<kG4>(a, blocks, max_S, ctx.stream, why));
             continue;
         }
+        const auto launch = [&](auto split, auto vector) {
+            return chosen == MatmulPath::split ? split(ctx, a, max_S, exact, why) : vector(ctx, a, max_S, exact, why);
+        };
         switch (L.fmt) {
-        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch_vector<kQ8>(a, max_S, exact, ctx.stream, why)); break;
-        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch_vector<kQ4>(a, max_S, exact, ctx.stream, why)); break;
-        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch_vector<kQ2>(a, max_S, exact, ctx.stream, why)); break;
-        default: COLI_GPU_CHECK(launch_vector<kG4>(a, max_S, exact, ctx.stream, why)); break;
+        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch(launch_split<kQ8>, launch_vector<kQ8>)); break;
+        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch(launch_split<kQ4>, launch_vector<kQ4>)); break;
+        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch(launch_split<kQ2>, launch_vector<kQ2>)); break;
+        default: COLI_GPU_CHECK(launch(launch_split<kG4>, launch_vector<kG4>)); break;
         }
     }
     return COLI_OK;
@@ -310,7 +387,7 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
 // takes them, run_matmuls).
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
                             const float *x_dev, const int8_t *q, const float *sx, float *out, int numerics,
-                            std::string *why) {
+                            MatmulPath path, std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const int64_t D = experts[0].gate->L.I, ldq_in = padded_inputs(D);
     // Hidden rows of expert e start at element h_off[e] (codes: hq_off[e]); F may differ per expert.
@@ -344,7 +421,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
                             exact ? sx + r0[e] : nullptr, x_dev + r0[e] * D, (pass == 0 ? gate : up) + h_off[e], rows[e]});
         }
     }
-    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, MatmulPath::automatic, why));
+    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why));
     // The hidden step over runs of consecutive experts with one F (one launch for uniform experts).
     for (size_t e = 0; e < n_experts;) {
         const int64_t F = experts[e].gate->L.O;
@@ -352,14 +429,13 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         int64_t run_rows = 0;
         for (; end < n_experts && experts[end].gate->L.O == F; ++end) run_rows += rows[end];
         if (run_rows > 0 && exact) {
-            COLI_GPU_LAUNCH("swiglu_quantize_kernel",
-                            swiglu_quantize_kernel<<<(unsigned)run_rows, kBlockThreads, 0, ctx.stream>>>(
-                                gate + h_off[e], up + h_off[e], h + h_off[e], (int)F, hq + hq_off[e], (int)padded_inputs(F),
-                                hsx + r0[e]));
+            COLI_GPU_LAUNCH_OVERLAPPED(ctx, "swiglu_quantize_kernel", swiglu_quantize_kernel, dim3((unsigned)run_rows),
+                                       dim3(kBlockThreads), 0, (const float *)(gate + h_off[e]), (const float *)(up + h_off[e]),
+                                       h + h_off[e], (int)F, hq + hq_off[e], (int)padded_inputs(F), hsx + r0[e]);
         } else if (run_rows > 0) {
             const size_t n = (size_t)(run_rows * F);
-            COLI_GPU_LAUNCH("swiglu_kernel", swiglu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, ctx.stream>>>(
-                                                 gate + h_off[e], up + h_off[e], h + h_off[e], n));
+            COLI_GPU_LAUNCH_OVERLAPPED(ctx, "swiglu_kernel", swiglu_kernel, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
+                                       (const float *)(gate + h_off[e]), (const float *)(up + h_off[e]), h + h_off[e], n);
         }
         e = end;
     }
@@ -369,7 +445,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
                         out + r0[e] * D, rows[e]});
     }
-    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, MatmulPath::automatic, why);
+    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
 }
 
 // Copies x (pinned or pageable) to the device and quantizes it when exact.
@@ -400,12 +476,17 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
     COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), b.x.as<float>(),
                                    exact ? b.q.as<int8_t>() : nullptr, exact ? b.sx.as<float>() : nullptr, b.out.as<float>(),
-                                   c.numerics, why));
-    // Routing as token -> rows in increasing row order (the call order), then the row weights:
-    // [start: n_tokens + 1][rows_of: total][weights: total], one table, one copy.
+                                   c.numerics, c.path, why));
+    // Routing as token -> rows in increasing row order (the call order), then the row weights
+    // (RoutingTable, kernels_expert.cuh): in the launch's parameters when it fits, else one copy.
     const size_t entries = (size_t)c.n_tokens + 1 + 2 * (size_t)total;
-    COLI_GPU_CHECK(ensure(b.routing_host, entries * sizeof(int), "pinned routing table", why));
-    int *start = b.routing_host.as<int>(), *rows_of = start + c.n_tokens + 1;
+    const bool inline_table = entries <= (size_t)kInlineRoutingWords;
+    RoutingTable rt;
+    rt.table = nullptr;
+    rt.n_tokens = (int)c.n_tokens;
+    rt.total = (int)total;
+    if (!inline_table) COLI_GPU_CHECK(ensure(b.routing_host, entries * sizeof(int), "pinned routing table", why));
+    int *start = inline_table ? rt.words : b.routing_host.as<int>(), *rows_of = start + c.n_tokens + 1;
     float *weights = reinterpret_cast<float *>(rows_of + total);
     std::fill(start, start + c.n_tokens + 1, 0);
     for (int64_t r = 0; r < total; ++r) ++start[(c.row_token.empty() ? r : c.row_token[r]) + 1];
@@ -413,15 +494,15 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     std::vector<int> fill(start, start + c.n_tokens);
     for (int64_t r = 0; r < total; ++r) rows_of[fill[(size_t)(c.row_token.empty() ? r : c.row_token[r])]++] = (int)r;
     for (int64_t r = 0; r < total; ++r) weights[r] = c.row_weight.empty() ? 1.0f : c.row_weight[(size_t)r];
-    COLI_GPU_CHECK(ensure(b.routing, entries * sizeof(int), "routing table", why));
-    COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, start, entries * sizeof(int), "copy routing table", why));
+    if (!inline_table) {
+        COLI_GPU_CHECK(ensure(b.routing, entries * sizeof(int), "routing table", why));
+        COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, start, entries * sizeof(int), "copy routing table", why));
+        rt.table = b.routing.as<int>();
+    }
     const size_t ny = (size_t)(c.n_tokens * D);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
-    const int *start_dev = b.routing.as<int>(), *rows_dev = start_dev + c.n_tokens + 1;
-    COLI_GPU_LAUNCH("combine_kernel",
-                    combine_kernel<<<(unsigned)((ny + 255) / 256), 256, 0, ctx.stream>>>(
-                        b.out.as<float>(), rows_dev, start_dev, reinterpret_cast<const float *>(rows_dev + total),
-                        b.y.as<float>(), (int)c.n_tokens, (int)D));
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((ny + 255) / 256)), dim3(256), 0,
+                               (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)D);
     return COLI_OK;
 }
 
@@ -506,6 +587,7 @@ std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics)
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     std::vector<MatmulPath> paths = {MatmulPath::portable};
     if (vector_shape(L, exact)) paths.push_back(MatmulPath::vector);
+    if (split_shape(L, exact)) paths.push_back(MatmulPath::split);
     if (tensor_cores_for(*ctx, exact) && tensor_core_shape(L, exact)) paths.push_back(MatmulPath::tensor_core);
     return paths;
 }
@@ -601,7 +683,7 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
     const size_t ny = (size_t)(S * D) * sizeof(float);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
     COLI_GPU_CHECK(enqueue_experts(ctx, b, &e, &S, 1, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(),
-                                   numerics, why));
+                                   numerics, MatmulPath::automatic, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));
     return sync(ctx, why);
 }

@@ -65,6 +65,21 @@ struct Expert {
 
 coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int numerics, std::string *why);
 
+// Which matmul kernel a call takes: the device's kernel registry. automatic picks tensor_core
+// where it is on and S is large enough, else split (exact G4) or vector where the shape allows it,
+// else portable.
+enum class MatmulPath { automatic, portable, vector, split, tensor_core };
+
+inline const char *matmul_path_name(MatmulPath path) {
+    switch (path) {
+    case MatmulPath::portable: return "portable";
+    case MatmulPath::vector: return "vector";
+    case MatmulPath::split: return "split";
+    case MatmulPath::tensor_core: return "tensor_core";
+    default: return "auto";
+    }
+}
+
 // The expert group of coli_expert_group; arguments were validated by the caller.
 struct GroupCall {
     std::vector<Expert> experts;
@@ -73,6 +88,7 @@ struct GroupCall {
     std::vector<float> row_weight;   // per row (empty: 1)
     int64_t n_tokens = 0, D = 0;
     int numerics = COLI_NUMERICS_EXACT;
+    MatmulPath path = MatmulPath::automatic; // the projections' kernels (benchmarks compare them)
 };
 
 coli_status expert_group(const GroupCall &call, const float *x, float *y, std::string *why);
@@ -91,19 +107,6 @@ coli_status buffer_alloc(int ordinal, size_t bytes, void **ptr, std::string *why
 void buffer_free(int ordinal, void *ptr);
 coli_status buffer_write(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
 coli_status buffer_read(int ordinal, void *dst, const void *src, size_t bytes, std::string *why);
-
-// Which matmul kernel a call takes: the device's kernel registry. automatic picks tensor_core
-// where it is on and S is large enough, else vector where the shape allows it, else portable.
-enum class MatmulPath { automatic, portable, vector, tensor_core };
-
-inline const char *matmul_path_name(MatmulPath path) {
-    switch (path) {
-    case MatmulPath::portable: return "portable";
-    case MatmulPath::vector: return "vector";
-    case MatmulPath::tensor_core: return "tensor_core";
-    default: return "auto";
-    }
-}
 
 // The explicit paths a call of this shape can take on this device (never automatic): what tests,
 // conformance and benchmarks iterate. Empty when the device was not started.

@@ -9,22 +9,51 @@ namespace coli::gpu {
 
 // h[k] = silu(g[k]) * u[k] with the library's own exp (coli_swiglu), n elements.
 __global__ void swiglu_kernel(const float *g, const float *u, float *h, size_t n) {
+    coli_release_dependents();
+    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
     const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < n) h[k] = coli_swiglu(g[k], u[k]);
 }
 
-// y[tok][d] = +0, then for each row routed to tok in call order (token_rows[token_start[tok] ..
-// token_start[tok+1]) holds them in increasing row order): y = y + weight[r] * out[r][d], the
-// product rounded, then added: the reference's order exactly.
-__global__ void combine_kernel(const float *out, const int *token_rows, const int *token_start, const float *weight,
-                               float *y, int n_tokens, int D) {
+// An expert group's routing for the combine, [start: n_tokens + 1][rows: total][weights: total]:
+// token tok's rows are rows[start[tok] .. start[tok + 1]) in increasing row order (the call
+// order), weights[r] is row r's weight (float bits). A decode step's table (a few dozen words)
+// travels in the launch's parameters; a larger one is copied to the device first.
+constexpr int kInlineRoutingWords = 512;
+
+struct RoutingTable {
+    const int *table; // the device copy, or nullptr: the table is `words`
+    int n_tokens, total;
+    int words[kInlineRoutingWords];
+};
+
+__device__ inline int routing_word(const RoutingTable &r, int k) { return r.table ? r.table[k] : r.words[k]; }
+
+// y[tok][d] = +0, then for each row routed to tok in call order: y = y + weight[r] * out[r][d],
+// the product rounded, then added: the reference's order exactly. Up to 8 rows' loads are issued
+// before their sums (the sums stay in order).
+__global__ void combine_kernel(const float *out, RoutingTable rt, float *y, int D) {
+    coli_release_dependents();
+    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
     const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= (size_t)n_tokens * D) return;
+    if (k >= (size_t)rt.n_tokens * D) return;
     const int tok = (int)(k / D), d = (int)(k % D);
+    const int j_end = routing_word(rt, tok + 1);
     float t = 0.0f;
-    for (int j = token_start[tok]; j < token_start[tok + 1]; ++j) {
-        const int r = token_rows[j];
-        t = coli_fadd_rn(t, coli_fmul_rn(weight[r], out[(size_t)r * D + d]));
+    for (int j = routing_word(rt, tok); j < j_end; j += 8) {
+        float v[8], w[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            if (j + u < j_end) {
+                const int r = routing_word(rt, rt.n_tokens + 1 + j + u);
+                v[u] = out[(size_t)r * D + d];
+                w[u] = coli_float_from_bits((unsigned)routing_word(rt, rt.n_tokens + 1 + rt.total + r));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            if (j + u < j_end) t = coli_fadd_rn(t, coli_fmul_rn(w[u], v[u]));
+        }
     }
     y[k] = t;
 }

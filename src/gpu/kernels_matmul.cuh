@@ -176,37 +176,47 @@ template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matm
     }
 }
 
-// One block per activation row: amax by a shared-memory reduction (max is exact in any order;
-// NaN never wins a comparison, as on the host), then the contract's scale and codes. Codes past
-// I, up to ldq, are 0.
-__global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const float *x, int I, int8_t *q, int ldq,
-                                                                      float *sx) {
-    __shared__ float part[kBlockThreads];
+// The contract's quantization of one activation row by one block, from each thread's partial max
+// of |v| (max is exact in any order; NaN never wins a comparison, as on the host): the block's
+// max (32-lane shuffles, then across groups), scale sx, then codes v(i) * (1 / sx) for i < I and 0
+// up to ldq. Shared by quantize_rows_kernel and the fused hidden step (kernels_matvec.cuh).
+template <class Value>
+__device__ inline void quantize_row_from_partial_max(float m, const Value &v, int I, int8_t *qr, int ldq, float *sx) {
+    __shared__ float group_max[kBlockThreads / kRowLanes];
     __shared__ float row_inv;
-    const float *xr = x + (size_t)blockIdx.x * I;
-    float m = 0.0f;
-    for (int i = threadIdx.x; i < I; i += kBlockThreads) {
-        const float v = fabsf(xr[i]);
-        m = v > m ? v : m;
+    for (int k = kRowLanes / 2; k > 0; k >>= 1) {
+        const float other = coli_shfl_xor(m, k, kRowLanes);
+        m = other > m ? other : m;
     }
-    part[threadIdx.x] = m;
+    if (threadIdx.x % kRowLanes == 0) group_max[threadIdx.x / kRowLanes] = m;
     __syncthreads();
-    for (int stride = kBlockThreads / 2; stride > 0; stride >>= 1) {
-        if ((int)threadIdx.x < stride) {
-            const float other = part[threadIdx.x + stride];
-            part[threadIdx.x] = other > part[threadIdx.x] ? other : part[threadIdx.x];
-        }
-        __syncthreads();
-    }
     if (threadIdx.x == 0) {
-        const float s = coli_act_scale(part[0]);
-        sx[blockIdx.x] = s;
+        float amax = 0.0f;
+        for (int g = 0; g < kBlockThreads / kRowLanes; ++g) amax = group_max[g] > amax ? group_max[g] : amax;
+        const float s = coli_act_scale(amax);
+        *sx = s;
         row_inv = coli_fdiv_rn(1.0f, s);
     }
     __syncthreads();
     const float inv = row_inv;
-    int8_t *qr = q + (size_t)blockIdx.x * ldq;
-    for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < I ? (int8_t)coli_act_code(xr[i], inv) : 0;
+#pragma unroll 8
+    for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < I ? (int8_t)coli_act_code(v(i), inv) : 0;
+}
+
+// One block per activation row of x [rows][I] -> codes q [rows][ldq], scales sx [rows]. The loads
+// are unrolled so that a thread has several in flight (a row is one dependent chain otherwise).
+__global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const float *x, int I, int8_t *q, int ldq,
+                                                                      float *sx) {
+    coli_release_dependents();
+    coli_wait_prior_grid();
+    const float *xr = x + (size_t)blockIdx.x * I;
+    float m = 0.0f;
+#pragma unroll 8
+    for (int i = threadIdx.x; i < I; i += kBlockThreads) {
+        const float v = fabsf(xr[i]);
+        m = v > m ? v : m;
+    }
+    quantize_row_from_partial_max(m, [xr](int i) { return xr[i]; }, I, q + (size_t)blockIdx.x * ldq, ldq, sx + blockIdx.x);
 }
 
 } // namespace coli::gpu

@@ -83,16 +83,11 @@ template <int FMT> __device__ inline float float_code(unsigned u, int j) {
            (8388608.0f + (float)vec_bias<FMT>());
 }
 
+// One 32-lane group's rows o0, o0 + 1 of problem p for activation rows s0 .. s0 + ST - 1.
 template <int FMT, int ST, bool EXACT>
-__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
+__device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, int o0, int s0, int lane) {
     constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<EXACT>(), WB = vec_weight_bytes<FMT, EXACT>();
     constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // U pieces per lane in flight
-    const BatchProblem &p = batch_problem(a);
-    const int s0 = blockIdx.y * ST;
-    if (s0 >= p.S) return;
-    const int lane = threadIdx.x % kRowLanes;
-    const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * R;
-    if (o0 >= a.O) return; // the whole 32-lane group leaves together
     const int pieces = a.row_bytes / WB;
     const int n_s = min(ST, p.S - s0);
     const uint8_t *wrow[R];
@@ -118,6 +113,7 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
             }
         }
+        if (base == 0) coli_wait_prior_grid();
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
             const bool live = pc < pieces;
@@ -190,41 +186,45 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
     }
 }
 
+// Persistent: the grid is one wave of blocks (launch_vector) and each 32-lane group walks the
+// batch's row pairs with the stride of all groups, so no block is launched per 16 rows and the
+// tail is at most one pair per group. Launched overlapped (coli_compat.h): a group's first weight
+// loads are issued before the wait for the kernel that writes the activations.
+// Decode (ST = 1) Q4/Q2 fit 48 registers without spills: 5 blocks per SM instead of 4.
+template <int FMT, int ST> constexpr int vec_min_blocks() { return ST == 1 && (FMT == kQ4 || FMT == kQ2) ? 5 : 1; }
+
+template <int FMT, int ST, bool EXACT>
+__global__ void __launch_bounds__(kBlockThreads, (vec_min_blocks<FMT, ST>())) matvec_kernel(BatchArgs a, int pairs_per_problem) {
+    coli_release_dependents();
+    const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
+    const int total = a.n * pairs_per_problem, stride = (int)gridDim.x * kRowsPerBlock;
+    for (int pair = (int)blockIdx.x * kRowsPerBlock + (int)threadIdx.x / kRowLanes; pair < total; pair += stride) {
+        const BatchProblem &p = a.p[pair / pairs_per_problem];
+        if (s0 < p.S) matvec_pair<FMT, ST, EXACT>(a, p, pair % pairs_per_problem * kVecRowsPerGroup, s0, lane);
+    }
+    coli_wait_prior_grid(); // every thread, also those without a pair
+}
+
 // Exact mode's hidden step of the expert MLP in one pass per row: h = silu(g) * u (kept for the
 // float paths' benefit and for tests), then the row's activation codes exactly as
-// quantize_rows_kernel computes them from h (same functions, same order).
+// quantize_rows_kernel computes them from h (the same helper).
 __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const float *g, const float *u, float *h, int F,
                                                                         int8_t *q, int ldq, float *sx) {
-    __shared__ float part[kBlockThreads];
-    __shared__ float row_inv;
+    coli_release_dependents();
+    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
     const size_t row = blockIdx.x;
     const float *gr = g + row * F, *ur = u + row * F;
     float *hr = h + row * F;
     float m = 0.0f;
+#pragma unroll 8
     for (int i = threadIdx.x; i < F; i += kBlockThreads) {
         const float v = coli_swiglu(gr[i], ur[i]);
         hr[i] = v;
         const float mag = fabsf(v);
         m = mag > m ? mag : m;
     }
-    part[threadIdx.x] = m;
-    __syncthreads();
-    for (int stride = kBlockThreads / 2; stride > 0; stride >>= 1) {
-        if ((int)threadIdx.x < stride) {
-            const float other = part[threadIdx.x + stride];
-            part[threadIdx.x] = other > part[threadIdx.x] ? other : part[threadIdx.x];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        const float s = coli_act_scale(part[0]);
-        sx[row] = s;
-        row_inv = coli_fdiv_rn(1.0f, s);
-    }
-    __syncthreads();
-    const float inv = row_inv;
-    int8_t *qr = q + row * ldq;
-    for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < F ? (int8_t)coli_act_code(hr[i], inv) : 0; // own writes
+    // Each thread reads back only the h it wrote itself: no barrier needed before the codes.
+    quantize_row_from_partial_max(m, [hr](int i) { return hr[i]; }, F, q + row * ldq, ldq, sx + row);
 }
 
 } // namespace coli::gpu

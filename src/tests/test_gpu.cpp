@@ -156,6 +156,9 @@ const Shape kShapes[] = {
     {COLI_FORMAT_Q2, 19, 125, 0, 2},     {COLI_FORMAT_Q2, 24, 192, 0, 5},     {COLI_FORMAT_Q2, 70, 6144, 0, 1},
     {COLI_FORMAT_G4, 20, 224, 32, 1},    {COLI_FORMAT_G4, 48, 256, 64, 3},    {COLI_FORMAT_G4, 2048, 6144, 128, 8},
     {COLI_FORMAT_G4, 30, 2048, 1024, 9}, {COLI_FORMAT_G4, 17, 1000, 32, 6},
+    // The split path's shapes (rows of whole 512-byte segments) with an odd O (a last pair of one
+    // row), G4 units of 1 lane, and more rows than a block's ST.
+    {COLI_FORMAT_Q4, 33, 1024, 0, 3},    {COLI_FORMAT_G4, 35, 1024, 32, 1},   {COLI_FORMAT_Q8, 9, 512, 0, 11},
 };
 
 } // namespace
