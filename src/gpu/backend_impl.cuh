@@ -12,6 +12,7 @@
 #include "gpu/device_context.cuh"
 #include "gpu/device_query.cuh"
 #include "gpu/gpu_backend.h"
+#include "gpu/group_inputs.h"
 #include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
 #include "gpu/kernels_matvec.cuh"
@@ -381,13 +382,13 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
     return COLI_OK;
 }
 
-// Fused expert MLPs on rows already on the device: expert e takes the next rows[e] rows of x_dev
-// (exact: q, sx) and writes them to out. Four launch stages whatever the number of experts: all
+// Fused expert MLPs on rows already on the device: expert e reads rows[e] rows of x_dev (exact: q,
+// sx) from row input_row[e] (nullptr: the next rows) and writes the next rows[e] rows of out. Four launch stages whatever the number of experts: all
 // gate and up projections, the hidden step, all down projections (grouped where the vector path
 // takes them, run_matmuls).
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
-                            const float *x_dev, const int8_t *q, const float *sx, float *out, int numerics,
-                            MatmulPath path, std::string *why) {
+                            const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *out,
+                            int numerics, MatmulPath path, std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const int64_t D = experts[0].gate->L.I, ldq_in = padded_inputs(D);
     // Hidden rows of expert e start at element h_off[e] (codes: hq_off[e]); F may differ per expert.
@@ -417,8 +418,9 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     for (int pass = 0; pass < 2; ++pass) { // all gates, then all ups: consecutive jobs of one layout
         for (size_t e = 0; e < n_experts; ++e) {
             if (rows[e] == 0) continue;
-            jobs.push_back({pass == 0 ? experts[e].gate : experts[e].up, exact ? q + r0[e] * ldq_in : nullptr,
-                            exact ? sx + r0[e] : nullptr, x_dev + r0[e] * D, (pass == 0 ? gate : up) + h_off[e], rows[e]});
+            const int64_t in = input_row ? input_row[e] : r0[e];
+            jobs.push_back({pass == 0 ? experts[e].gate : experts[e].up, exact ? q + in * ldq_in : nullptr,
+                            exact ? sx + in : nullptr, x_dev + in * D, (pass == 0 ? gate : up) + h_off[e], rows[e]});
         }
     }
     COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why));
@@ -461,20 +463,23 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
     return COLI_OK;
 }
 
-// The group from activations already in b.x (exact: quantized here) up to b.y: the experts on
-// their rows, the routing table (one copy), the combine in call order.
-coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, std::string *why) {
+// The group from its staged activations already in b.x (exact: quantized here) up to b.y: the
+// experts on their rows, the routing table, the combine in call order.
+coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in,
+                                    std::string *why) {
     int64_t total = 0;
     for (int64_t r : c.rows) total += r;
     const int64_t D = c.D;
     const bool exact = c.numerics == COLI_NUMERICS_EXACT;
     if (exact) {
-        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(total * padded_inputs(D)), "activation codes", why));
-        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)total * sizeof(float), "activation scales", why));
-        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), total, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
+        const int64_t staged = in.staged_rows;
+        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(staged * padded_inputs(D)), "activation codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)staged * sizeof(float), "activation scales", why));
+        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), staged, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
-    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), b.x.as<float>(),
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(),
+                                   b.x.as<float>(),
                                    exact ? b.q.as<int8_t>() : nullptr, exact ? b.sx.as<float>() : nullptr, b.out.as<float>(),
                                    c.numerics, c.path, why));
     // Routing as token -> rows in increasing row order (the call order), then the row weights
@@ -506,16 +511,14 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     return COLI_OK;
 }
 
-// The whole group: x (pinned, or pageable for a synchronous caller) to the device, the group,
-// and with y_out the result copied back (asynchronously) into it.
-coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, const float *x, float *y_out,
-                          std::string *why) {
-    int64_t total = 0;
-    for (int64_t r : c.rows) total += r;
-    const size_t nx = (size_t)(total * c.D) * sizeof(float);
+// The whole group: the staged rows (pinned, or pageable for a synchronous caller) to the device,
+// the group, and with y_out the result copied back (asynchronously) into it.
+coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in, const float *staged_x,
+                          float *y_out, std::string *why) {
+    const size_t nx = (size_t)(in.staged_rows * c.D) * sizeof(float);
     COLI_GPU_CHECK(ensure(b.x, nx, "input buffer", why));
-    COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, x, nx, "copy x to device", why));
-    COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, why));
+    COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, staged_x, nx, "copy x to device", why));
+    COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, in, why));
     if (y_out) COLI_GPU_CHECK(copy_out(ctx, y_out, b.y.ptr, (size_t)(c.n_tokens * c.D) * sizeof(float), "copy y to host", why));
     return COLI_OK;
 }
@@ -682,7 +685,7 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
     COLI_GPU_CHECK(stage_input(ctx, b, x, S, D, numerics, why));
     const size_t ny = (size_t)(S * D) * sizeof(float);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
-    COLI_GPU_CHECK(enqueue_experts(ctx, b, &e, &S, 1, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(),
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, &e, &S, 1, nullptr, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(),
                                    numerics, MatmulPath::automatic, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));
     return sync(ctx, why);
@@ -695,13 +698,12 @@ coli_status expert_group(const GroupCall &call, const float *x, float *y, std::s
     std::lock_guard<std::mutex> lock(ctx.mutex);
     COLI_GPU_CHECK(select_device(ctx.ordinal, why));
     Scratch &b = ctx.scratch;
-    int64_t total = 0;
-    for (int64_t r : call.rows) total += r;
-    const size_t nx = (size_t)(total * call.D) * sizeof(float), ny = (size_t)(call.n_tokens * call.D) * sizeof(float);
+    const GroupInputs in = plan_group_inputs(call.rows.data(), call.rows.size(), x, call.D);
+    const size_t nx = (size_t)(in.staged_rows * call.D) * sizeof(float), ny = (size_t)(call.n_tokens * call.D) * sizeof(float);
     COLI_GPU_CHECK(ensure(b.x_host, nx, "pinned input", why));
     COLI_GPU_CHECK(ensure(b.y_host, ny, "pinned output", why));
-    if (nx) std::memcpy(b.x_host.ptr, x, nx);
-    COLI_GPU_CHECK(enqueue_group(ctx, b, call, b.x_host.as<float>(), b.y_host.as<float>(), why));
+    if (nx) gather_group_inputs(in, call.rows.data(), x, call.D, b.x_host.as<float>());
+    COLI_GPU_CHECK(enqueue_group(ctx, b, call, in, b.x_host.as<float>(), b.y_host.as<float>(), why));
     COLI_GPU_CHECK(sync(ctx, why));
     if (ny) std::memcpy(y, b.y_host.ptr, ny);
     return COLI_OK;
@@ -722,14 +724,14 @@ coli_status expert_group_issue(const GroupCall &call, const float *x, GroupTicke
     COLI_GPU_CHECK(select_device(ctx.ordinal, why));
     auto ticket = std::make_unique<GroupTicket>();
     ticket->ctx = &ctx;
-    int64_t total = 0;
-    for (int64_t r : call.rows) total += r;
-    const size_t nx = (size_t)(total * call.D), ny = (size_t)(call.n_tokens * call.D);
+    const GroupInputs in = plan_group_inputs(call.rows.data(), call.rows.size(), x, call.D);
+    const size_t nx = (size_t)(in.staged_rows * call.D), ny = (size_t)(call.n_tokens * call.D);
     COLI_GPU_CHECK(ensure(ticket->x_pinned, nx * sizeof(float), "pinned input", why));
     COLI_GPU_CHECK(ensure(ticket->y_pinned, ny * sizeof(float), "pinned output", why));
-    if (nx) std::memcpy(ticket->x_pinned.ptr, x, nx * sizeof(float)); // the caller may reuse x on return
+    if (nx) gather_group_inputs(in, call.rows.data(), x, call.D, ticket->x_pinned.as<float>()); // the caller may reuse x
     ticket->y_count = ny;
-    COLI_GPU_CHECK(enqueue_group(ctx, ticket->buffers, call, ticket->x_pinned.as<float>(), ticket->y_pinned.as<float>(), why));
+    COLI_GPU_CHECK(enqueue_group(ctx, ticket->buffers, call, in, ticket->x_pinned.as<float>(), ticket->y_pinned.as<float>(),
+                                 why));
     *out = ticket.release();
     return COLI_OK;
 }

@@ -88,6 +88,24 @@ coli_tensor upload(const Quantized &q, int device) {
     return t;
 }
 
+void free_experts(const std::vector<coli_expert> &experts) {
+    for (const coli_expert &e : experts) {
+        REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
+        REQUIRE(coli_tensor_free(e.up) == COLI_OK);
+        REQUIRE(coli_tensor_free(e.down) == COLI_OK);
+    }
+}
+
+// A group's output against the CPU reference: exact bit for bit, float within its NMSE bound.
+void check_group(int mode, const std::vector<float> &want, const std::vector<float> &got) {
+    if (mode == COLI_NUMERICS_EXACT) {
+        CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+    } else {
+        std::vector<double> wd(want.begin(), want.end());
+        CHECK(nmse(wd, got.data()) < 1e-6);
+    }
+}
+
 // A device buffer of n floats followed by a canary zone, poisoned before every use.
 struct GuardedOutput {
     int device;
@@ -279,11 +297,7 @@ TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group e
                     CHECK(count_bit_differences(gsync.data(), gasync.data(), gsync.size()) == 0);
                 }
             }
-            for (const coli_expert &e : experts) {
-                REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
-                REQUIRE(coli_tensor_free(e.up) == COLI_OK);
-                REQUIRE(coli_tensor_free(e.down) == COLI_OK);
-            }
+            free_experts(experts);
         }
         CHECK(same(stats(device), coli_stats{0, 0}));
     }
@@ -327,18 +341,58 @@ TEST_CASE("an expert group whose experts differ in format and hidden size equals
                           tokens, mode);
         REQUIRE(coli_expert_group(experts.data(), 5, rows.data(), x.data(), token.data(), weight.data(), got.data(),
                                   tokens, mode) == COLI_OK);
-        if (mode == COLI_NUMERICS_EXACT) {
-            CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
-        } else {
-            std::vector<double> wd(want.begin(), want.end());
-            CHECK(nmse(wd, got.data()) < 1e-6);
+        check_group(mode, want, got);
+    }
+    free_experts(experts);
+}
+
+TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals the CPU", "[gpu][api]") {
+    // Every expert sees the same 3 tokens, as top-k routing hands them over: the rows cross to the
+    // device once (gpu/group_inputs.h) except where a row differs in a single bit.
+    GpuSession session;
+    const int device = g_devices.front();
+    const int64_t D = 256, F = 96, tokens = 3, n = 5;
+    std::vector<Quantized> mats;
+    std::vector<coli_expert> experts;
+    std::vector<ExpertView> views;
+    for (int e = 0; e < n; ++e) {
+        const int fmt = e == 3 ? COLI_FORMAT_G4 : COLI_FORMAT_Q4, gs = e == 3 ? 32 : 0;
+        mats.push_back(random_quantized(fmt, F, D, gs, 700 + 3 * e));
+        mats.push_back(random_quantized(fmt, F, D, gs, 701 + 3 * e));
+        mats.push_back(random_quantized(fmt, D, F, gs, 702 + 3 * e));
+    }
+    for (int e = 0; e < n; ++e) {
+        experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
+        views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
+    }
+    const std::vector<float> tok = random_normal(tokens * D, 713);
+    std::vector<float> x;
+    std::vector<int64_t> rows(n, tokens), token;
+    std::vector<float> weight;
+    for (int e = 0; e < n; ++e) {
+        std::vector<float> block = tok;
+        if (e == 2) block[D + 7] = std::nextafter(block[D + 7], 1e9f); // expert 2's second row differs
+        x.insert(x.end(), block.begin(), block.end());
+        for (int64_t t = 0; t < tokens; ++t) {
+            token.push_back(t);
+            weight.push_back(0.125f * (float)(e + 1));
         }
     }
-    for (const coli_expert &e : experts) {
-        REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
-        REQUIRE(coli_tensor_free(e.up) == COLI_OK);
-        REQUIRE(coli_tensor_free(e.down) == COLI_OK);
+    for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
+        INFO("mode " << mode);
+        std::vector<float> want(tokens * D), got(tokens * D, std::nanf("")), got_async(tokens * D, std::nanf(""));
+        ref::expert_group(ref::matmul, views.data(), n, rows.data(), x.data(), token.data(), weight.data(), want.data(),
+                          tokens, mode);
+        REQUIRE(coli_expert_group(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), got.data(),
+                                  tokens, mode) == COLI_OK);
+        coli_group_ticket ticket = nullptr;
+        REQUIRE(coli_expert_group_issue(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), tokens,
+                                        mode, &ticket) == COLI_OK);
+        REQUIRE(coli_expert_group_take(ticket, got_async.data()) == COLI_OK);
+        CHECK(count_bit_differences(got.data(), got_async.data(), got.size()) == 0);
+        check_group(mode, want, got);
     }
+    free_experts(experts);
 }
 
 TEST_CASE("GPU resident set, in-place update, and host buffers freed after upload", "[gpu][api]") {
