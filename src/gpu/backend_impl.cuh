@@ -259,14 +259,10 @@ template <int FMT> coli_status launch_split(DeviceContext &ctx, const BatchArgs 
 #undef COLI_LAUNCH_SPLIT
 }
 
-// One wave of the persistent matvec_kernel (or fewer blocks when the batch is small).
 template <int FMT, int ST, bool EXACT> coli_status launch_vector_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
-    const int pairs_per_problem = (a.O + kVecRowsPerGroup - 1) / kVecRowsPerGroup;
-    const unsigned gy = (unsigned)((max_S + ST - 1) / ST);
-    const int64_t needed = ((int64_t)a.n * pairs_per_problem + kRowsPerBlock - 1) / kRowsPerBlock;
-    const int64_t wave = std::max<int64_t>(1, resident_blocks(ctx, matvec_kernel<FMT, ST, EXACT>) / gy);
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT>),
-                               dim3((unsigned)std::min(needed, wave), gy), dim3(kBlockThreads), 0, a, pairs_per_problem);
+    const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
+                    (unsigned)((max_S + ST - 1) / ST));
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT>), grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 

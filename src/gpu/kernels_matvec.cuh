@@ -186,22 +186,17 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
     }
 }
 
-// Persistent: the grid is one wave of blocks (launch_vector) and each 32-lane group walks the
-// batch's row pairs with the stride of all groups, so no block is launched per 16 rows and the
-// tail is at most one pair per group. Launched overlapped (coli_compat.h): a group's first weight
-// loads are issued before the wait for the kernel that writes the activations.
-// Decode (ST = 1) Q4/Q2 fit 48 registers without spills: 5 blocks per SM instead of 4.
-template <int FMT, int ST> constexpr int vec_min_blocks() { return ST == 1 && (FMT == kQ4 || FMT == kQ2) ? 5 : 1; }
-
+// One 32-lane group per row pair: block b of problem p takes its rows from (b - first_block) *
+// kVecRowsPerBlock. Launched overlapped (coli_compat.h): a group's first weight loads are issued
+// before the wait for the kernel that writes the activations. (A persistent one-wave variant that
+// walked all pairs per group measured no faster at decode and slower at S = 4 on the H200.)
 template <int FMT, int ST, bool EXACT>
-__global__ void __launch_bounds__(kBlockThreads, (vec_min_blocks<FMT, ST>())) matvec_kernel(BatchArgs a, int pairs_per_problem) {
+__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
     coli_release_dependents();
+    const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
-    const int total = a.n * pairs_per_problem, stride = (int)gridDim.x * kRowsPerBlock;
-    for (int pair = (int)blockIdx.x * kRowsPerBlock + (int)threadIdx.x / kRowLanes; pair < total; pair += stride) {
-        const BatchProblem &p = a.p[pair / pairs_per_problem];
-        if (s0 < p.S) matvec_pair<FMT, ST, EXACT>(a, p, pair % pairs_per_problem * kVecRowsPerGroup, s0, lane);
-    }
+    const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * kVecRowsPerGroup;
+    if (s0 < p.S && o0 < a.O) matvec_pair<FMT, ST, EXACT>(a, p, o0, s0, lane);
     coli_wait_prior_grid(); // every thread, also those without a pair
 }
 
