@@ -23,6 +23,7 @@
 #include "gpu/gpu_backend.h"
 #include "registry.h"
 #include "testing/test_data.h"
+#include "top8_group.h"
 
 using namespace coli;
 
@@ -137,40 +138,50 @@ Group &group(int fmt) {
     return g;
 }
 
-// `rows` tokens, each routed to all 8 experts (top-8) with weight 1/8: expert e's rows are tokens
-// 0..rows-1, and the combine sums 8 rows per token (rows = 1: one decode step).
+// The top-8 group (top8_group.h): device time of the group, or the whole API call.
 void bm_group(benchmark::State &state, int fmt, int mode, bool api, gpu::MatmulPath path) {
-    const int64_t rows = state.range(0), total = rows * kGlm5TopK;
     Group &g = group(fmt);
-    const std::vector<int64_t> row_counts(kGlm5TopK, rows);
-    std::vector<int64_t> row_token(static_cast<size_t>(total));
-    for (int64_t r = 0; r < total; ++r) row_token[static_cast<size_t>(r)] = r % rows;
-    const std::vector<float> row_weight(static_cast<size_t>(total), 1.0f / kGlm5TopK);
-    const std::vector<float> x = testing::random_normal(static_cast<size_t>(total * kGlm5Hidden), 9);
-    std::vector<float> y(static_cast<size_t>(rows * kGlm5Hidden));
+    Top8Group w = top8_group(state.range(0));
     gpu::GroupCall call;
     for (const coli_expert &e : g.experts) call.experts.push_back({e.gate->device_tensor, e.up->device_tensor, e.down->device_tensor});
-    call.rows = row_counts;
-    call.row_token = row_token;
-    call.row_weight = row_weight;
-    call.n_tokens = rows;
+    call.rows = w.row_counts;
+    call.row_token = w.row_token;
+    call.row_weight = w.row_weight;
+    call.n_tokens = w.rows;
     call.D = kGlm5Hidden;
     call.numerics = mode;
     call.path = path;
     for (auto _ : state) {
         if (api) {
-            if (coli_expert_group(g.experts.data(), kGlm5TopK, row_counts.data(), x.data(), row_token.data(),
-                                  row_weight.data(), y.data(), rows, mode) != COLI_OK) {
+            if (coli_expert_group(g.experts.data(), kGlm5TopK, w.row_counts.data(), w.x.data(), w.row_token.data(),
+                                  w.row_weight.data(), w.y.data(), w.rows, mode) != COLI_OK) {
                 return report_error(state, coli_last_error());
             }
         } else {
             double s = 0;
             std::string why;
-            if (gpu::time_expert_group(call, x.data(), y.data(), kIterations, &s, &why) != COLI_OK) return report_error(state, why);
+            if (gpu::time_expert_group(call, w.x.data(), w.y.data(), kIterations, &s, &why) != COLI_OK) {
+                return report_error(state, why);
+            }
             state.SetIterationTime(s);
         }
     }
-    counters(state, g.bytes, 2.0 * 3 * kGlm5Hidden * kGlm5ExpertIntermediate * total);
+    counters(state, g.bytes, 2.0 * 3 * kGlm5Hidden * kGlm5ExpertIntermediate * w.total);
+}
+
+// One fused expert MLP (the group's first expert) through the API: activations to the device,
+// the three projections and the hidden step, the result back, one synchronisation.
+void bm_api_expert_mlp(benchmark::State &state, int fmt, int mode) {
+    const int64_t S = state.range(0);
+    Group &g = group(fmt);
+    const std::vector<float> x = testing::random_normal(static_cast<size_t>(S * kGlm5Hidden), 11);
+    std::vector<float> y(x.size());
+    for (auto _ : state) {
+        if (coli_expert_mlp(&g.experts.front(), y.data(), x.data(), S, mode) != COLI_OK) {
+            return report_error(state, coli_last_error());
+        }
+    }
+    counters(state, g.bytes / kGlm5TopK, 2.0 * 3 * kGlm5Hidden * kGlm5ExpertIntermediate * S);
 }
 
 void bm_blas(benchmark::State &state, int64_t N, int64_t K) {
@@ -230,6 +241,10 @@ void register_all() {
                 b->ArgName("rows_per_expert")->Arg(1)->Arg(4)->Arg(256)->Unit(benchmark::kMicrosecond);
                 api ? b->UseRealTime() : b->UseManualTime();
             }
+            auto *mlp = benchmark::RegisterBenchmark((std::string("BM_api_expert_mlp/") + fmt_name(fmt) +
+                                                      (mode ? "/exact" : "/float")).c_str(),
+                                                     bm_api_expert_mlp, fmt, mode);
+            mlp->ArgName("S")->Arg(1)->Arg(8)->Arg(32)->Arg(256)->UseRealTime()->Unit(benchmark::kMicrosecond);
             // The decode group on each kernel path the projections can take, side by side.
             Layout L;
             std::string why;

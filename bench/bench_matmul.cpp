@@ -4,12 +4,11 @@
 //   coli-bench-matmul --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "api/env.h"
 #include "cpu/matmul_cpu.h"
+#include "cpu_bench_main.h"
 #include "registry.h"
 #include "testing/test_data.h"
 
@@ -56,19 +55,4 @@ void register_all() {
 
 } // namespace
 
-int main(int argc, char **argv) {
-    // One core by default, comparable across machines; COLI_BENCH_THREADS overrides.
-    long threads = 1;
-    std::string why;
-    if (!env_int("COLI_BENCH_THREADS", 1, 4096, 1, &threads, &why)) {
-        std::fprintf(stderr, "coli-bench-matmul: %s\n", why.c_str());
-        return 2;
-    }
-    cpu::set_threads(static_cast<int>(threads));
-    register_all();
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
-}
+int main(int argc, char **argv) { return run_cpu_benchmarks("coli-bench-matmul", argc, argv, register_all); }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes their JSON into bench/results/, named after the device and the
-# commit: <device>-<commit>-gpu.json (coli-bench-gpu) and <cpu>-<commit>-cpu.json (CPU backend).
+# commit: <device>-<commit>-gpu.json (coli-bench-gpu), <cpu>-<commit>-cpu.json (CPU backend matmul) and
+# <cpu>-<commit>-cpu-expert.json (CPU expert MLP and group, every host variant).
 #   bench/run_bench.sh [BUILD_DIR] [OUT_DIR] [extra Google Benchmark flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,6 @@ fi
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | slug)
 "$build/bench/coli-bench-matmul" --benchmark_filter='cpu_rows8' --benchmark_format=console --benchmark_out_format=json \
     --benchmark_out="$out/$cpu-$commit-cpu.json" "$@"
+"$build/bench/coli-bench-expert" --benchmark_format=console --benchmark_out_format=json \
+    --benchmark_out="$out/$cpu-$commit-cpu-expert.json" "$@"
 echo "run_bench: results in $out"

@@ -1,0 +1,114 @@
+// CPU expert benchmarks: the fused expert MLP and the top-8 expert group at the GLM-5 expert
+// shapes (gate/up 2048x6144, down 6144x2048), for every registered host matmul variant
+// (src/registry.h), format and numerics mode: the CPU side of coli-bench-gpu's BM_gpu_group8 and
+// BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second.
+//
+//   coli-bench-expert --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cpu/matmul_cpu.h"
+#include "ref/expert_ref.h"
+#include "cpu_bench_main.h"
+#include "registry.h"
+#include "top8_group.h"
+#include "testing/test_data.h"
+
+using namespace coli;
+
+namespace {
+
+struct Expert {
+    testing::Quantized gate, up, down;
+    ExpertView view() const { return {gate.view(), up.view(), down.view()}; }
+    double bytes() const {
+        return static_cast<double>(gate.L.total_bytes() + up.L.total_bytes() + down.L.total_bytes());
+    }
+};
+
+// kGlm5TopK experts per format, made once for the whole run.
+const std::vector<Expert> &experts(int fmt) {
+    static std::map<int, std::vector<Expert>> cache;
+    std::vector<Expert> &list = cache[fmt];
+    if (list.empty()) {
+        const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0, D = kGlm5Hidden, F = kGlm5ExpertIntermediate;
+        for (int e = 0; e < kGlm5TopK; ++e) {
+            list.push_back({testing::random_quantized(fmt, F, D, gs, 10 * e + 1), testing::random_quantized(fmt, F, D, gs, 10 * e + 2),
+                            testing::random_quantized(fmt, D, F, gs, 10 * e + 3)});
+        }
+    }
+    return list;
+}
+
+void counters(benchmark::State &state, double bytes, double flops) {
+    state.counters["weight_bytes_per_second"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["flop_per_second"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["threads"] = cpu::threads();
+}
+
+// Three projections of D x F per row.
+double mlp_flops(int64_t rows) { return 3.0 * 2.0 * static_cast<double>(kGlm5Hidden * kGlm5ExpertIntermediate * rows); }
+
+void bench_expert_mlp(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
+    const int64_t S = state.range(0);
+    const Expert &e = experts(fmt).front();
+    const std::vector<float> x = testing::random_normal(static_cast<size_t>(S * kGlm5Hidden), 2);
+    std::vector<float> y(x.size());
+    ref::expert_mlp(fn, e.view(), x.data(), y.data(), S, mode); // untimed: first touch of weights and scratch
+    for (auto _ : state) {
+        ref::expert_mlp(fn, e.view(), x.data(), y.data(), S, mode);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    counters(state, e.bytes(), mlp_flops(S));
+}
+
+// The top-8 group of coli-bench-gpu (top8_group.h) on the CPU.
+void bench_group8(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
+    Top8Group w = top8_group(state.range(0));
+    const std::vector<Expert> &list = experts(fmt);
+    std::vector<ExpertView> views;
+    double bytes = 0;
+    for (const Expert &e : list) {
+        views.push_back(e.view());
+        bytes += e.bytes();
+    }
+    const auto run = [&]() {
+        ref::expert_group(fn, views.data(), kGlm5TopK, w.row_counts.data(), w.x.data(), w.row_token.data(),
+                          w.row_weight.data(), w.y.data(), w.rows, mode);
+    };
+    run(); // untimed: first touch of weights and scratch
+    for (auto _ : state) {
+        run();
+        benchmark::DoNotOptimize(w.y.data());
+        benchmark::ClobberMemory();
+    }
+    counters(state, bytes, mlp_flops(w.total));
+}
+
+void register_all() {
+    const int formats[] = {COLI_FORMAT_Q8, COLI_FORMAT_Q4, COLI_FORMAT_Q2, COLI_FORMAT_G4};
+    for (const MatmulVariant &v : matmul_variants()) {
+        for (int fmt : formats) {
+            for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+                const std::string suffix = std::string(v.name) + "/" + format_name(fmt) + "/" +
+                                           (mode == COLI_NUMERICS_EXACT ? "exact" : "float");
+                auto *mlp = benchmark::RegisterBenchmark(("BM_expert_mlp/" + suffix).c_str(), bench_expert_mlp, v.fn, fmt, mode);
+                mlp->ArgName("S")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+                auto *group = benchmark::RegisterBenchmark(("BM_group8/" + suffix).c_str(), bench_group8, v.fn, fmt, mode);
+                group->ArgName("rows_per_expert")->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+                if (!v.is_reference) { // the reference is too slow for prefill rows
+                    mlp->Arg(8)->Arg(32);
+                    group->Arg(4);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) { return run_cpu_benchmarks("coli-bench-expert", argc, argv, register_all); }

@@ -1,0 +1,32 @@
+// The expert-group workload both group benchmarks run (coli-bench-gpu and coli-bench-expert):
+// `rows` tokens, each routed to all kGlm5TopK experts with weight 1/8, so expert e's rows are
+// tokens 0..rows-1 and the combine sums 8 rows per token (rows = 1: one decode step).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "registry.h"
+#include "testing/test_data.h"
+
+namespace coli {
+
+struct Top8Group {
+    int64_t rows, total;
+    std::vector<int64_t> row_counts, row_token;
+    std::vector<float> row_weight, x, y;
+};
+
+inline Top8Group top8_group(int64_t rows) {
+    Top8Group g;
+    g.rows = rows;
+    g.total = rows * kGlm5TopK;
+    g.row_counts.assign(kGlm5TopK, rows);
+    for (int64_t r = 0; r < g.total; ++r) g.row_token.push_back(r % rows);
+    g.row_weight.assign(static_cast<size_t>(g.total), 1.0f / kGlm5TopK);
+    g.x = testing::random_normal(static_cast<size_t>(g.total * kGlm5Hidden), 9);
+    g.y.resize(static_cast<size_t>(rows * kGlm5Hidden));
+    return g;
+}
+
+} // namespace coli
