@@ -1,7 +1,8 @@
 // Family "matmul": every format x numerics mode x shape through the C API on the device under
-// test, plus every registered kernel path of that device (GPU: portable, vector, tensor_core where
-// the shape and device take them; CPU: every host variant), against the CPU reference.
-// Kernels: src/gpu/kernels_matmul.cuh, kernels_matvec.cuh, kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
+// test, plus every registered kernel path of that device (GPU: portable, vector, split,
+// tensor_core where the shape and device take them; CPU: every host variant), against the CPU
+// reference. Kernels: src/gpu/kernels_matmul.cuh, kernels_matvec.cuh, kernels_matvec_split.cuh,
+// kernels_tensor_core.cuh, src/cpu/matmul_cpu.cpp.
 #include "api/runtime.h"
 #include "gpu/gpu_backend.h"
 #include "ref/matmul_ref.h"

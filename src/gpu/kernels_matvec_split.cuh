@@ -1,4 +1,4 @@
-// Balanced vector-load matmul for decode ("vector" path, the shapes it takes): the same arithmetic
+// Balanced vector-load matmul for decode (the "split" path, MatmulPath::split): the same arithmetic
 // as matvec_kernel (kernels_matvec.cuh) with the work cut so that every block streams the same
 // number of weight bytes. CPU reference: src/ref/matmul_ref.cpp; checked by src/tests/test_gpu.cpp
 // and coli-conformance through the path registry.
