@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "coli_compat.h"
@@ -131,17 +132,20 @@ bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16
 
 // Whether the vector kernels (kernels_matvec.cuh) take this layout in this mode: whole pieces of
 // weight bytes per row, activations read only within the row (exact: within the zero-padded codes).
+// Exact G4 on the vector-load kernels: a scale group spans gs / piece lanes, a power of two up to
+// 32, so its sum is finished by shuffles within those lanes.
+bool g4_group_lanes_ok(int64_t gs, int64_t piece) {
+    const int64_t lanes = gs / piece;
+    return gs % piece == 0 && lanes <= kRowLanes && (lanes & (lanes - 1)) == 0;
+}
+
 bool vector_shape(const Layout &L, bool exact) {
     if (L.fmt == COLI_FORMAT_F32) return false;
     const int64_t piece = exact ? 16 : 4;
     const int64_t wb = L.fmt == COLI_FORMAT_Q8 ? piece : L.fmt == COLI_FORMAT_Q2 ? piece / 4 : piece / 2;
     if (L.row_bytes % wb != 0) return false;
     if (exact ? (int64_t)(L.row_bytes / wb) * piece > padded_inputs(L.I) : L.I % piece != 0) return false;
-    if (exact && L.fmt == COLI_FORMAT_G4) {
-        const int64_t lanes = L.gs / piece;
-        if (L.gs % piece != 0 || lanes > kRowLanes || (lanes & (lanes - 1)) != 0) return false;
-    }
-    return true;
+    return !(exact && L.fmt == COLI_FORMAT_G4) || g4_group_lanes_ok(L.gs, piece);
 }
 
 // Whether the vector path runs this layout through matvec_split_kernel (kernels_matvec_split.cuh):
@@ -149,11 +153,10 @@ bool vector_shape(const Layout &L, bool exact) {
 // (exact G4: whole groups per segment, their lanes a power of two).
 bool split_shape(const Layout &L, bool exact) {
     if (L.fmt == COLI_FORMAT_F32 || L.row_bytes % kSplitSegmentBytes != 0) return false;
-    const int64_t piece = L.fmt == COLI_FORMAT_Q8 ? 16 : L.fmt == COLI_FORMAT_Q2 ? 64 : 32;
+    const int64_t piece = split_piece_codes(L.fmt);
     if (L.I != (int64_t)L.row_bytes / kSplitPieceBytes * piece) return false;
     if (L.fmt != COLI_FORMAT_G4) return true;
-    const int64_t lanes = L.gs / piece;
-    return L.gs % piece == 0 && (!exact || (lanes <= kRowLanes && (lanes & (lanes - 1)) == 0));
+    return exact ? g4_group_lanes_ok(L.gs, piece) : L.gs % piece == 0;
 }
 
 // The path a call takes; an explicit request that cannot be met is an error.
@@ -228,14 +231,14 @@ template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel) {
 // One launch of matvec_split_kernel: one wave of blocks over the batch's row pairs, the shared
 // memory for their unit sums capped (more, smaller blocks when it would not fit).
 template <int FMT, int ST, bool EXACT>
-coli_status launch_split_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
+coli_status launch_split(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
     SplitShape sh;
     sh.pairs_per_problem = (a.O + kVecRowsPerGroup - 1) / kVecRowsPerGroup;
     sh.total_pairs = a.n * sh.pairs_per_problem;
     sh.segments = a.row_bytes / kSplitSegmentBytes;
     const bool g4_exact = EXACT && FMT == kG4;
     sh.units = g4_exact ? a.I / a.gs : sh.segments;
-    sh.unit_lanes = g4_exact ? a.gs / split_piece_codes<FMT>() : kRowLanes;
+    sh.unit_lanes = g4_exact ? a.gs / split_piece_codes(FMT) : kRowLanes;
     for (sh.unit_shift = 0; (1 << sh.unit_shift) < sh.unit_lanes;) ++sh.unit_shift;
     constexpr int kMaxSharedBytes = 32 * 1024;
     const int64_t pair_bytes = (int64_t)kVecRowsPerGroup * ST * sh.units * 4;
@@ -249,31 +252,21 @@ coli_status launch_split_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_
     return COLI_OK;
 }
 
-template <int FMT> coli_status launch_split(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool exact, std::string *why) {
-#define COLI_LAUNCH_SPLIT(ST) \
-    return exact ? launch_split_st<FMT, ST, true>(ctx, a, max_S, why) : launch_split_st<FMT, ST, false>(ctx, a, max_S, why)
-    if (max_S == 1) COLI_LAUNCH_SPLIT(1);
-    if (max_S == 2) COLI_LAUNCH_SPLIT(2);
-    if (max_S <= 4) COLI_LAUNCH_SPLIT(4);
-    COLI_LAUNCH_SPLIT(8);
-#undef COLI_LAUNCH_SPLIT
-}
-
-template <int FMT, int ST, bool EXACT> coli_status launch_vector_st(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
+template <int FMT, int ST, bool EXACT> coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, std::string *why) {
     const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
                     (unsigned)((max_S + ST - 1) / ST));
     COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT>), grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 
-template <int FMT> coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool exact, std::string *why) {
-#define COLI_LAUNCH_VEC(ST) \
-    return exact ? launch_vector_st<FMT, ST, true>(ctx, a, max_S, why) : launch_vector_st<FMT, ST, false>(ctx, a, max_S, why)
-    if (max_S == 1) COLI_LAUNCH_VEC(1);
-    if (max_S == 2) COLI_LAUNCH_VEC(2);
-    if (max_S <= 4) COLI_LAUNCH_VEC(4);
-    COLI_LAUNCH_VEC(8);
-#undef COLI_LAUNCH_VEC
+// Calls f(ST, EXACT) as integral constants: the activation rows per block of the vector and split
+// kernels for the batch's largest S (1, 2, 4 or 8), and the numerics mode as a template flag.
+template <class F> coli_status with_row_tile(int64_t max_S, bool exact, F f) {
+    const auto mode = [&](auto st) { return exact ? f(st, std::true_type{}) : f(st, std::false_type{}); };
+    if (max_S == 1) return mode(std::integral_constant<int, 1>{});
+    if (max_S == 2) return mode(std::integral_constant<int, 2>{});
+    if (max_S <= 4) return mode(std::integral_constant<int, 4>{});
+    return mode(std::integral_constant<int, 8>{});
 }
 
 template <int FMT> coli_status launch_tiled(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
@@ -344,14 +337,19 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
                                                    : launch_tiled<kG4>(a, blocks, max_S, ctx.stream, why));
             continue;
         }
-        const auto launch = [&](auto split, auto vector) {
-            return chosen == MatmulPath::split ? split(ctx, a, max_S, exact, why) : vector(ctx, a, max_S, exact, why);
+        const auto launch = [&](auto fmt) {
+            return with_row_tile(max_S, exact, [&](auto st, auto ex) {
+                constexpr int FMT = decltype(fmt)::value, ST = decltype(st)::value;
+                constexpr bool EXACT = decltype(ex)::value;
+                return chosen == MatmulPath::split ? launch_split<FMT, ST, EXACT>(ctx, a, max_S, why)
+                                                   : launch_vector<FMT, ST, EXACT>(ctx, a, max_S, why);
+            });
         };
         switch (L.fmt) {
-        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch(launch_split<kQ8>, launch_vector<kQ8>)); break;
-        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch(launch_split<kQ4>, launch_vector<kQ4>)); break;
-        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch(launch_split<kQ2>, launch_vector<kQ2>)); break;
-        default: COLI_GPU_CHECK(launch(launch_split<kG4>, launch_vector<kG4>)); break;
+        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ8>{})); break;
+        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ4>{})); break;
+        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ2>{})); break;
+        default: COLI_GPU_CHECK(launch(std::integral_constant<int, kG4>{})); break;
         }
     }
     return COLI_OK;
@@ -516,6 +514,16 @@ coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, co
     COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, staged_x, nx, "copy x to device", why));
     COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, in, why));
     if (y_out) COLI_GPU_CHECK(copy_out(ctx, y_out, b.y.ptr, (size_t)(c.n_tokens * c.D) * sizeof(float), "copy y to host", why));
+    return COLI_OK;
+}
+
+// Plans which of the group's input rows cross to the device (group_inputs.h) and gathers them
+// into pinned staging.
+coli_status stage_group_inputs(const GroupCall &call, const float *x, PinnedBuffer &dst, GroupInputs *in, std::string *why) {
+    *in = plan_group_inputs(call.rows.data(), call.rows.size(), x, call.D);
+    const size_t nx = (size_t)(in->staged_rows * call.D) * sizeof(float);
+    COLI_GPU_CHECK(ensure(dst, nx, "pinned input", why));
+    if (nx) gather_group_inputs(*in, call.rows.data(), x, call.D, dst.as<float>());
     return COLI_OK;
 }
 
@@ -694,11 +702,10 @@ coli_status expert_group(const GroupCall &call, const float *x, float *y, std::s
     std::lock_guard<std::mutex> lock(ctx.mutex);
     COLI_GPU_CHECK(select_device(ctx.ordinal, why));
     Scratch &b = ctx.scratch;
-    const GroupInputs in = plan_group_inputs(call.rows.data(), call.rows.size(), x, call.D);
-    const size_t nx = (size_t)(in.staged_rows * call.D) * sizeof(float), ny = (size_t)(call.n_tokens * call.D) * sizeof(float);
-    COLI_GPU_CHECK(ensure(b.x_host, nx, "pinned input", why));
+    GroupInputs in;
+    COLI_GPU_CHECK(stage_group_inputs(call, x, b.x_host, &in, why));
+    const size_t ny = (size_t)(call.n_tokens * call.D) * sizeof(float);
     COLI_GPU_CHECK(ensure(b.y_host, ny, "pinned output", why));
-    if (nx) gather_group_inputs(in, call.rows.data(), x, call.D, b.x_host.as<float>());
     COLI_GPU_CHECK(enqueue_group(ctx, b, call, in, b.x_host.as<float>(), b.y_host.as<float>(), why));
     COLI_GPU_CHECK(sync(ctx, why));
     if (ny) std::memcpy(y, b.y_host.ptr, ny);
@@ -720,11 +727,10 @@ coli_status expert_group_issue(const GroupCall &call, const float *x, GroupTicke
     COLI_GPU_CHECK(select_device(ctx.ordinal, why));
     auto ticket = std::make_unique<GroupTicket>();
     ticket->ctx = &ctx;
-    const GroupInputs in = plan_group_inputs(call.rows.data(), call.rows.size(), x, call.D);
-    const size_t nx = (size_t)(in.staged_rows * call.D), ny = (size_t)(call.n_tokens * call.D);
-    COLI_GPU_CHECK(ensure(ticket->x_pinned, nx * sizeof(float), "pinned input", why));
+    GroupInputs in;
+    COLI_GPU_CHECK(stage_group_inputs(call, x, ticket->x_pinned, &in, why)); // the caller may reuse x on return
+    const size_t ny = (size_t)(call.n_tokens * call.D);
     COLI_GPU_CHECK(ensure(ticket->y_pinned, ny * sizeof(float), "pinned output", why));
-    if (nx) gather_group_inputs(in, call.rows.data(), x, call.D, ticket->x_pinned.as<float>()); // the caller may reuse x
     ticket->y_count = ny;
     COLI_GPU_CHECK(enqueue_group(ctx, ticket->buffers, call, in, ticket->x_pinned.as<float>(), ticket->y_pinned.as<float>(),
                                  why));

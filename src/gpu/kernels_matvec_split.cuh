@@ -31,7 +31,8 @@ constexpr int kSplitPieceBytes = 16;                        // one 16-byte weigh
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
 
-template <int FMT> COLI_HD constexpr int split_piece_codes() { return FMT == kQ8 ? 16 : FMT == kQ2 ? 64 : 32; }
+// Codes in one 16-byte piece of a row (split_shape on the host asks the same).
+COLI_HD constexpr int split_piece_codes(int fmt) { return fmt == kQ8 ? 16 : fmt == kQ2 ? 64 : 32; }
 
 // The shape of one launch, fixed on the host (launch_split in backend_impl.cuh).
 struct SplitShape {
@@ -61,7 +62,7 @@ struct SplitCursor {
 template <int FMT, int ST, bool EXACT>
 __global__ void __launch_bounds__(kBlockThreads) matvec_split_kernel(BatchArgs a, SplitShape sh) {
     // U tiles in flight per group: 16 bytes x R rows x U per lane (float needs its registers for x)
-    constexpr int R = kVecRowsPerGroup, PC = split_piece_codes<FMT>(), NW = PC / 4, U = EXACT ? 4 : 2;
+    constexpr int R = kVecRowsPerGroup, PC = split_piece_codes(FMT), NW = PC / 4, U = EXACT ? 4 : 2;
     constexpr int G = kSplitGroupsPerBlock;
     static_assert(R == 2, "the tile unpacking below names two rows");
     using Sum = typename std::conditional<EXACT, int, float>::type;
