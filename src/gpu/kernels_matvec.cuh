@@ -4,8 +4,9 @@
 // src/tests/test_gpu.cpp (every path) and coli-conformance's matmul and expert families.
 //
 // Layout: a block of 256 threads is 8 groups of 32 lanes; each group computes kVecRowsPerGroup
-// output rows, so every activation load serves two weight rows. A lane's unit is a "piece" of
-// 16 activation codes (exact) or 4 floats (float) and the weight bytes under it; lane l takes
+// output rows, so every activation load serves two weight rows. A lane's unit is a "piece": the
+// codes under one weight load per row, a narrow piece of 16 activation codes (exact) or 4 floats
+// (float), or 16 weight bytes ("wide": exact calls of at most 2 rows, vector_wide). Lane l takes
 // pieces l, l + 32, ..., so each load of the 32 lanes is one contiguous span, and U pieces per
 // lane are loaded before any is used (bytes in flight). Codes are unpacked into bytes in element
 // order ("biased": code + bias, every byte non-negative), then
@@ -14,12 +15,14 @@
 //    for G4), so results are bit-identical to every other path;
 //  - float: turned into floats by exponent-bit assembly (2^23 + byte, minus 2^23 + bias: exact,
 //    cheaper than an int-to-float conversion), fp32 FMA sums, the row (group) scale applied after.
-// Eligibility (vector_shape in backend_impl.cuh): the row bytes a multiple of the piece's weight
-// bytes (exact) / I a multiple of 4 (float); exact G4 also needs gs / 16 a power of two up to 32
-// (a group is whole lanes of one step). Other shapes take the portable kernels.
+// Eligibility (vector_shape in backend_impl.cuh): the row bytes a multiple of the piece's
+// weight bytes, activations read only within the row (exact: within the zero-padded codes), a G4
+// scale group whole pieces (exact: gs / piece a power of two up to 32, whole lanes of one step).
+// Other shapes take the portable kernels.
 #pragma once
 
 #include "coli_compat.h"
+#include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
 
 namespace coli::gpu {
@@ -29,12 +32,16 @@ constexpr int kVecRowsPerBlock = kRowsPerBlock * kVecRowsPerGroup;
 
 template <int FMT> COLI_HD constexpr unsigned vec_bias() { return FMT == kQ8 ? 128u : FMT == kQ2 ? 2u : 8u; }
 
-// A lane's unit of work is one "piece": 16 activation codes (exact: one int4 load) or 4 floats
-// (float: one float4 load), so that the 32 lanes of a group read one contiguous span of
-// activations (coalesced), and the weight bytes of the piece, also contiguous across lanes.
-template <bool EXACT> COLI_HD constexpr int vec_piece() { return EXACT ? 16 : 4; }
-template <int FMT, bool EXACT> COLI_HD constexpr int vec_weight_bytes() {
-    return FMT == kQ8 ? vec_piece<EXACT>() : FMT == kQ2 ? vec_piece<EXACT>() / 4 : vec_piece<EXACT>() / 2;
+COLI_HD constexpr int vec_codes_per_byte(int fmt) { return fmt == kQ8 ? 1 : fmt == kQ2 ? 4 : 2; }
+
+// Codes per piece: wide, those of 16 weight bytes (one 128-bit load per row); narrow, 16 activation
+// codes (exact: one int4 load) or 4 floats (float: one float4 load). The 32 lanes of a group read
+// one contiguous span of activations (coalesced) and of each row's weight bytes.
+template <int FMT, bool EXACT, bool WIDE> COLI_HD constexpr int vec_piece() {
+    return WIDE ? 16 * vec_codes_per_byte(FMT) : EXACT ? 16 : 4;
+}
+template <int FMT, bool EXACT, bool WIDE> COLI_HD constexpr int vec_weight_bytes() {
+    return vec_piece<FMT, EXACT, WIDE>() / vec_codes_per_byte(FMT);
 }
 
 // B contiguous bytes (B = 1, 2, 4, 8 or 16, aligned to B) as little-endian words.
@@ -84,10 +91,10 @@ template <int FMT> __device__ inline float float_code(unsigned u, int j) {
 }
 
 // One 32-lane group's rows o0, o0 + 1 of problem p for activation rows s0 .. s0 + ST - 1.
-template <int FMT, int ST, bool EXACT>
+template <int FMT, int ST, bool EXACT, bool WIDE>
 __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, int o0, int s0, int lane) {
-    constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<EXACT>(), WB = vec_weight_bytes<FMT, EXACT>();
-    constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // U pieces per lane in flight
+    constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<FMT, EXACT, WIDE>(), WB = vec_weight_bytes<FMT, EXACT, WIDE>();
+    constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // NW code words per piece, U pieces per lane in flight
     const int pieces = a.row_bytes / WB;
     const int n_s = min(ST, p.S - s0);
     const uint8_t *wrow[R];
@@ -106,6 +113,7 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
     }
     for (int base = 0; base < pieces; base += kRowLanes * U) {
         unsigned raw[U][R][(WB + 3) / 4];
+#pragma unroll
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
             for (int r = 0; r < R; ++r) {
@@ -114,6 +122,7 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
             }
         }
         if (base == 0) coli_wait_prior_grid();
+#pragma unroll
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
             const bool live = pc < pieces;
@@ -123,11 +132,16 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                     for (int s = 0; s < ST; ++s) part[r][s] = 0;
                 if (live) {
                     for (int s = 0; s < ST; ++s) {
-                        const int4 q4 = *((const int4 *)(p.q + (size_t)row_of[s] * a.ldq) + pc);
-                        const int qw[4] = {q4.x, q4.y, q4.z, q4.w};
-                        for (int k = 0; k < NW; ++k) {
-                            for (int r = 0; r < R; ++r) {
-                                part[r][s] = coli_dot4_i8(signed_codes<FMT>(biased_word<FMT>(raw[u][r], k)), qw[k], part[r][s]);
+                        const int4 *q = (const int4 *)(p.q + (size_t)row_of[s] * a.ldq) + (size_t)pc * (NW / 4);
+#pragma unroll
+                        for (int k4 = 0; k4 < NW / 4; ++k4) {
+                            const int4 q4 = q[k4];
+                            const int qw[4] = {q4.x, q4.y, q4.z, q4.w};
+                            for (int k = 0; k < 4; ++k) {
+                                for (int r = 0; r < R; ++r) {
+                                    part[r][s] = coli_dot4_i8(signed_codes<FMT>(biased_word<FMT>(raw[u][r], 4 * k4 + k)), qw[k],
+                                                              part[r][s]);
+                                }
                             }
                         }
                     }
@@ -154,15 +168,22 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                     }
                 }
             } else if (live) {
-                unsigned bw[R];
-                for (int r = 0; r < R; ++r) bw[r] = biased_word<FMT>(raw[u][r], 0);
                 for (int s = 0; s < ST; ++s) {
-                    const float4 xv = *((const float4 *)(p.x + (size_t)row_of[s] * a.I) + pc);
+                    const float4 *x = (const float4 *)(p.x + (size_t)row_of[s] * a.I) + (size_t)pc * NW;
+                    float part[R];
+                    for (int r = 0; r < R; ++r) part[r] = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < NW; ++k) {
+                        const float4 xv = x[k];
+                        for (int r = 0; r < R; ++r) {
+                            const unsigned bw = biased_word<FMT>(raw[u][r], k);
+                            part[r] += xv.x * float_code<FMT>(bw, 0) + xv.y * float_code<FMT>(bw, 1) +
+                                       xv.z * float_code<FMT>(bw, 2) + xv.w * float_code<FMT>(bw, 3);
+                        }
+                    }
                     for (int r = 0; r < R; ++r) {
-                        float part = xv.x * float_code<FMT>(bw[r], 0) + xv.y * float_code<FMT>(bw[r], 1) +
-                                     xv.z * float_code<FMT>(bw[r], 2) + xv.w * float_code<FMT>(bw[r], 3);
-                        if (FMT == kG4) part *= p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + (int)((long long)pc * PIECE / a.gs)];
-                        facc[r][s] += part;
+                        if (FMT == kG4) part[r] *= p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + (int)((long long)pc * PIECE / a.gs)];
+                        facc[r][s] += part[r];
                     }
                 }
             }
@@ -186,40 +207,44 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
     }
 }
 
+// The launch tail (kernels_expert.cuh) after this block's rows of problem `pi` are written: count
+// the block in its unit, and if it is the unit's last, run the unit's hidden step or combine.
+template <bool EXACT> __device__ inline void finish_launch_tail(const BatchArgs &a, const LaunchTail &t, int pi) {
+    __shared__ int last;
+    const int unit = t.kind == kTailHidden ? pi / 2 : (int)blockIdx.x - a.p[pi].first_block;
+    __threadfence(); // this block's outputs are visible to the device before its count
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(t.done + unit, 1u) + 1 == (unsigned)t.blocks_per_unit;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (t.kind == kTailHidden) {
+        const BatchProblem &g = a.p[2 * unit], &u = a.p[2 * unit + 1];
+        for (int s = 0; s < g.S; ++s) {
+            const volatile float *gr = g.y + (size_t)s * t.F, *ur = u.y + (size_t)s * t.F;
+            hidden_row<EXACT>(gr, ur, t.h[unit] + (size_t)s * t.F, t.F, EXACT ? t.hq[unit] + (size_t)s * t.ldq : nullptr,
+                              t.ldq, EXACT ? t.hsx[unit] + s : nullptr);
+        }
+    } else {
+        run_launch_tail_combine(t, unit, a.O, kVecRowsPerBlock);
+    }
+    if (threadIdx.x == 0) t.done[unit] = 0u; // ready for the next launch
+}
+
 // One 32-lane group per row pair: block b of problem p takes its rows from (b - first_block) *
 // kVecRowsPerBlock. Launched overlapped (coli_compat.h): a group's first weight loads are issued
 // before the wait for the kernel that writes the activations. (A persistent one-wave variant that
 // walked all pairs per group measured no faster at decode and slower at S = 4 on the H200.)
-template <int FMT, int ST, bool EXACT>
-__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
+template <int FMT, int ST, bool EXACT, bool WIDE>
+__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a, LaunchTail tail) {
     coli_release_dependents();
-    const BatchProblem &p = batch_problem(a);
+    const int pi = batch_problem_index(a);
+    const BatchProblem &p = a.p[pi];
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
     const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * kVecRowsPerGroup;
-    if (s0 < p.S && o0 < a.O) matvec_pair<FMT, ST, EXACT>(a, p, o0, s0, lane);
+    if (s0 < p.S && o0 < a.O) matvec_pair<FMT, ST, EXACT, WIDE>(a, p, o0, s0, lane);
     coli_wait_prior_grid(); // every thread, also those without a pair
-}
-
-// Exact mode's hidden step of the expert MLP in one pass per row: h = silu(g) * u (kept for the
-// float paths' benefit and for tests), then the row's activation codes exactly as
-// quantize_rows_kernel computes them from h (the same helper).
-__global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const float *g, const float *u, float *h, int F,
-                                                                        int8_t *q, int ldq, float *sx) {
-    coli_release_dependents();
-    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
-    const size_t row = blockIdx.x;
-    const float *gr = g + row * F, *ur = u + row * F;
-    float *hr = h + row * F;
-    float m = 0.0f;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < F; i += kBlockThreads) {
-        const float v = coli_swiglu(gr[i], ur[i]);
-        hr[i] = v;
-        const float mag = fabsf(v);
-        m = mag > m ? mag : m;
-    }
-    // Each thread reads back only the h it wrote itself: no barrier needed before the codes.
-    quantize_row_from_partial_max(m, [hr](int i) { return hr[i]; }, F, q + row * ldq, ldq, sx + row);
+    if (tail.kind != kTailNone) finish_launch_tail<EXACT>(a, tail, pi);
 }
 
 } // namespace coli::gpu
