@@ -262,19 +262,16 @@ coli_status launch_split(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, 
 }
 
 template <int FMT, int ST, bool EXACT>
-coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, const LaunchTail *tail,
-                          std::string *why) {
-    const int blocks = (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock;
-    const dim3 grid((unsigned)(a.p[a.n - 1].first_block + blocks), (unsigned)((max_S + ST - 1) / ST));
-    LaunchTail t = tail ? *tail : LaunchTail{};
-    t.blocks_per_unit = (int)grid.y * (t.kind == kTailHidden ? 2 * blocks : a.n);
+coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
+    const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
+                    (unsigned)((max_S + ST - 1) / ST));
     if constexpr (EXACT && ST <= 2) {
         if (wide) {
-            COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, true>), grid, dim3(kBlockThreads), 0, a, t);
+            COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, true>), grid, dim3(kBlockThreads), 0, a);
             return COLI_OK;
         }
     }
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, false>), grid, dim3(kBlockThreads), 0, a, t);
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, false>), grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 
@@ -316,25 +313,10 @@ coli_status launch_single(const DeviceContext &ctx, const MatmulJob &j, MatmulPa
 
 bool same_layout(const Layout &a, const Layout &b) { return a.fmt == b.fmt && a.O == b.O && a.I == b.I && a.gs == b.gs; }
 
-// Whether the jobs run as one vector launch in run_matmuls: one layout, at most kBatchProblems
-// of them, each on the vector path (then that launch can finish a LaunchTail).
-bool one_vector_launch(const DeviceContext &ctx, const MatmulJob *jobs, size_t n, bool exact, MatmulPath path) {
-    if (n == 0 || n > (size_t)kBatchProblems) return false;
-    for (size_t i = 0; i < n; ++i) {
-        MatmulPath chosen;
-        std::string ignored; // run_matmuls reports it
-        if (!same_layout(jobs[i].t->L, jobs[0].t->L) ||
-            choose_path(ctx, jobs[i].t->L, jobs[i].S, exact, path, &chosen, &ignored) != COLI_OK || chosen != MatmulPath::vector)
-            return false;
-    }
-    return true;
-}
-
 // Runs the jobs in order. Consecutive jobs that take the vector path with one layout share a
-// launch (up to kBatchProblems): an expert group's gate and up projections are one launch. `tail`
-// only where the jobs are one vector launch (one_vector_launch).
+// launch (up to kBatchProblems): an expert group's gate and up projections are one launch.
 coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int numerics, MatmulPath path,
-                        std::string *why, const LaunchTail *tail = nullptr) {
+                        std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     for (size_t i = 0; i < n;) {
         const Layout &L = jobs[i].t->L;
@@ -377,7 +359,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
                 constexpr int FMT = decltype(fmt)::value, ST = decltype(st)::value;
                 constexpr bool EXACT = decltype(ex)::value;
                 return chosen == MatmulPath::split ? launch_split<FMT, ST, EXACT>(ctx, a, max_S, why)
-                                                   : launch_vector<FMT, ST, EXACT>(ctx, a, max_S, wide, tail, why);
+                                                   : launch_vector<FMT, ST, EXACT>(ctx, a, max_S, wide, why);
             });
         };
         switch (L.fmt) {
@@ -411,44 +393,14 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
     return COLI_OK;
 }
 
-// Rows per expert up to which vector launches finish the hidden step and the combine (LaunchTail);
-// beyond, the separate kernels spread that work over the device.
-constexpr int64_t kTailMaxRows = 8;
-
-coli_status clear_counts(DeviceContext &ctx, DeviceBuffer &counts, std::string *why) {
-    COLI_GPU_OP(cudaMemsetAsync(counts.ptr, 0, counts.bytes, ctx.stream), "clear launch tail counts");
-    return COLI_OK;
-}
-
-// The tail counts for `units` units (LaunchTail::done), zero: allocated and cleared when grown
-// (a buffer that could not be cleared is not kept); each launch leaves them zero again.
-coli_status ensure_tail_counts(DeviceContext &ctx, Scratch &b, size_t units, unsigned **done, std::string *why) {
-    const size_t bytes = units * sizeof(unsigned);
-    if (b.tail_counts.bytes < bytes || !b.tail_counts.ptr) {
-        COLI_GPU_CHECK(ensure(b.tail_counts, bytes, "launch tail counts", why));
-        const coli_status st = clear_counts(ctx, b.tail_counts, why);
-        if (st != COLI_OK) {
-            b.tail_counts.release();
-            return st;
-        }
-    }
-    *done = b.tail_counts.as<unsigned>();
-    return COLI_OK;
-}
-
 // Fused expert MLPs on rows already on the device: expert e reads rows[e] rows of x_dev (exact: q,
 // sx) from row input_row[e] (nullptr: the next rows) and writes the next rows[e] rows of out. Three
-// to five launch stages whatever the number of experts: all gate and up projections, the hidden
-// step, all down projections (grouped where the vector path takes them, run_matmuls). Where the
-// gate and up projections are one vector launch, its last blocks run the hidden step (LaunchTail);
-// where the down projections are and `combine` is given, theirs run the group's combine
-// (*combined says so).
+// launch stages whatever the number of experts: all gate and up projections, the hidden step, all
+// down projections (grouped where the vector path takes them, run_matmuls).
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
                             const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *out,
-                            int numerics, MatmulPath path, std::string *why, const LaunchTail *combine = nullptr,
-                            bool *combined = nullptr) {
+                            int numerics, MatmulPath path, std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
-    if (combined) *combined = false;
     const int64_t D = experts[0].gate->L.I, ldq_in = padded_inputs(D);
     // Hidden rows of expert e start at element h_off[e] (codes: hq_off[e]); F may differ per expert.
     std::vector<int64_t> r0(n_experts), h_off(n_experts), hq_off(n_experts);
@@ -473,41 +425,18 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     float *gate = b.gate.as<float>(), *up = b.up.as<float>(), *h = b.hidden.as<float>();
     int8_t *hq = exact ? b.hq.as<int8_t>() : nullptr;
     float *hsx = exact ? b.hsx.as<float>() : nullptr;
-    // Each expert's gate then up projection: consecutive jobs of one layout (one launch when they
-    // fit), and problems 2k, 2k + 1 of that launch are expert k's, as the hidden tail expects.
     std::vector<MatmulJob> jobs;
-    std::vector<size_t> with_rows;
-    for (size_t e = 0; e < n_experts; ++e) {
-        if (rows[e] == 0) continue;
-        with_rows.push_back(e);
-        const int64_t in = input_row ? input_row[e] : r0[e];
-        for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < 2; ++pass) { // all gates, then all ups: consecutive jobs of one layout
+        for (size_t e = 0; e < n_experts; ++e) {
+            if (rows[e] == 0) continue;
+            const int64_t in = input_row ? input_row[e] : r0[e];
             jobs.push_back({pass == 0 ? experts[e].gate : experts[e].up, exact ? q + in * ldq_in : nullptr,
                             exact ? sx + in : nullptr, x_dev + in * D, (pass == 0 ? gate : up) + h_off[e], rows[e]});
         }
     }
-    // Tails only for a few rows per expert: one block per expert runs its hidden rows in turn.
-    const bool few_rows = *std::max_element(rows, rows + n_experts) <= kTailMaxRows;
-    unsigned *tail_counts = nullptr; // [kTailExperts] for the hidden tail, then one per row tile of D
-    if (few_rows) COLI_GPU_CHECK(ensure_tail_counts(ctx, b, (size_t)(kTailExperts + (D + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
-                                                    &tail_counts, why));
-    LaunchTail hidden_tail;
-    const bool fuse_hidden = few_rows && one_vector_launch(ctx, jobs.data(), jobs.size(), exact, path);
-    if (fuse_hidden) {
-        hidden_tail.kind = kTailHidden;
-        hidden_tail.done = tail_counts;
-        hidden_tail.F = (int)experts[with_rows[0]].gate->L.O;
-        hidden_tail.ldq = (int)padded_inputs(hidden_tail.F);
-        for (size_t k = 0; k < with_rows.size(); ++k) {
-            const size_t e = with_rows[k];
-            hidden_tail.h[k] = h + h_off[e];
-            hidden_tail.hq[k] = exact ? hq + hq_off[e] : nullptr;
-            hidden_tail.hsx[k] = exact ? hsx + r0[e] : nullptr;
-        }
-    }
-    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why, fuse_hidden ? &hidden_tail : nullptr));
-    // Otherwise the hidden step over runs of consecutive experts with one F (one launch for uniform experts).
-    for (size_t e = 0; e < n_experts && !fuse_hidden;) {
+    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why));
+    // The hidden step over runs of consecutive experts with one F (one launch for uniform experts).
+    for (size_t e = 0; e < n_experts;) {
         const int64_t F = experts[e].gate->L.O;
         size_t end = e;
         int64_t run_rows = 0;
@@ -529,16 +458,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
                         out + r0[e] * D, rows[e]});
     }
-    const bool fuse_combine = combine && few_rows && one_vector_launch(ctx, jobs.data(), jobs.size(), exact, path);
-    LaunchTail combine_tail;
-    if (fuse_combine) {
-        combine_tail = *combine;
-        combine_tail.done = tail_counts + kTailExperts;
-        combine_tail.out = out;
-    }
-    COLI_GPU_CHECK(run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why, fuse_combine ? &combine_tail : nullptr));
-    if (combined) *combined = fuse_combine;
-    return COLI_OK;
+    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
 }
 
 // Copies x (pinned or pageable) to the device and quantizes it when exact.
@@ -555,8 +475,7 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
 }
 
 // The group from its staged activations already in b.x (exact: quantized here) up to b.y: the
-// routing table, the experts on their rows, the combine in call order (in the down projections'
-// launch where it can be).
+// routing table, the experts on their rows, the combine in call order.
 coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in,
                                     std::string *why) {
     int64_t total = 0;
@@ -574,9 +493,7 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     // (RoutingTable, kernels_expert.cuh): in the launch's parameters when it fits, else one copy.
     const size_t entries = (size_t)c.n_tokens + 1 + 2 * (size_t)total;
     const bool inline_table = entries <= (size_t)kInlineRoutingWords;
-    LaunchTail combine;
-    combine.kind = kTailCombine;
-    RoutingTable &rt = combine.rt;
+    RoutingTable rt;
     rt.table = nullptr;
     rt.n_tokens = (int)c.n_tokens;
     rt.total = (int)total;
@@ -596,15 +513,11 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     }
     const size_t ny = (size_t)(c.n_tokens * D);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
-    combine.y = b.y.as<float>();
-    bool combined = false;
     COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(),
                                    b.x.as<float>(), exact ? b.q.as<int8_t>() : nullptr, exact ? b.sx.as<float>() : nullptr,
-                                   b.out.as<float>(), c.numerics, c.path, why, &combine, &combined));
-    if (!combined) {
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((ny + 255) / 256)), dim3(256), 0,
-                                   (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)D);
-    }
+                                   b.out.as<float>(), c.numerics, c.path, why));
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((ny + 255) / 256)), dim3(256), 0,
+                               (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)D);
     return COLI_OK;
 }
 

@@ -1,5 +1,4 @@
-// Expert kernels: the SwiGLU hidden step and the routed combination of an expert group, as
-// kernels and as the "tails" a vector launch finishes in its last block (LaunchTail).
+// Expert kernels: the SwiGLU hidden step and the routed combination of an expert group.
 // CPU reference: src/ref/expert_ref.cpp (same shared scalar functions, same order).
 #pragma once
 
@@ -9,12 +8,10 @@
 
 namespace coli::gpu {
 
-// The hidden step of one row by one block: h = silu(g) * u (kept in float mode's and the tests'
-// interest), and in exact mode the row's activation codes exactly as quantize_rows_kernel computes
-// them from h (the same helper). P: plain pointers, or volatile ones for rows other blocks of the
-// same launch wrote (never from a stale cache).
-template <bool EXACT, class P>
-__device__ inline void hidden_row(P g, P u, float *h, int F, int8_t *q, int ldq, float *sx) {
+// Exact mode's hidden step of one row by one block: h = silu(g) * u (kept for the float paths'
+// benefit and for tests), then the row's activation codes exactly as quantize_rows_kernel computes
+// them from h (the same helper).
+__device__ inline void swiglu_quantize_row(const float *g, const float *u, float *h, int F, int8_t *q, int ldq, float *sx) {
     float m = 0.0f;
 #pragma unroll 8
     for (int i = threadIdx.x; i < F; i += kBlockThreads) {
@@ -24,7 +21,7 @@ __device__ inline void hidden_row(P g, P u, float *h, int F, int8_t *q, int ldq,
         m = mag > m ? mag : m;
     }
     // Each thread reads back only the h it wrote itself: no barrier needed before the codes.
-    if constexpr (EXACT) quantize_row_from_partial_max(m, [h](int i) { return h[i]; }, F, q, ldq, sx);
+    quantize_row_from_partial_max(m, [h](int i) { return h[i]; }, F, q, ldq, sx);
 }
 
 // h[k] = silu(g[k]) * u[k] with the library's own exp (coli_swiglu), n elements.
@@ -41,7 +38,7 @@ __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const fl
     coli_release_dependents();
     coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
     const size_t row = blockIdx.x;
-    hidden_row<true>(g + row * F, u + row * F, h + row * F, F, q + row * ldq, ldq, sx + row);
+    swiglu_quantize_row(g + row * F, u + row * F, h + row * F, F, q + row * ldq, ldq, sx + row);
 }
 
 // An expert group's routing for the combine, [start: n_tokens + 1][rows: total][weights: total]:
@@ -61,7 +58,7 @@ __device__ inline int routing_word(const RoutingTable &r, int k) { return r.tabl
 // y[tok][d] from the expert outputs out [rows][D]: +0, then for each row routed to tok in call
 // order y = y + weight[r] * out[r][d], the product rounded, then added: the reference's order
 // exactly. Up to 8 rows' loads are issued before their sums (the sums stay in order).
-template <class P> __device__ inline float combine_value(P out, const RoutingTable &rt, int tok, int d, int D) {
+__device__ inline float combine_value(const float *out, const RoutingTable &rt, int tok, int d, int D) {
     const int j_end = routing_word(rt, tok + 1);
     float t = 0.0f;
     for (int j = routing_word(rt, tok); j < j_end; j += 8) {
@@ -88,38 +85,6 @@ __global__ void combine_kernel(const float *out, RoutingTable rt, float *y, int 
     const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= (size_t)rt.n_tokens * D) return;
     y[k] = combine_value(out, rt, (int)(k / D), (int)(k % D), D);
-}
-
-// Work that the last block of a vector launch to finish a "unit" runs (matvec_kernel): the hidden
-// step of expert k once its gate and up rows (problems 2k and 2k + 1) are written, or the combine of
-// row tile t (rows t * kVecRowsPerBlock ..) once every expert's down projection has written it. A
-// launch and its wait fewer per stage (measured: docs/performance.md). Counts live in `done`, one
-// per unit, zero between launches: the finishing block resets its unit's count.
-enum TailKind : int { kTailNone = 0, kTailHidden = 1, kTailCombine = 2 };
-constexpr int kTailExperts = kBatchProblems / 2;
-
-struct LaunchTail {
-    int kind = kTailNone;
-    unsigned *done = nullptr;
-    int blocks_per_unit = 0; // the launch's blocks that write one unit (set at launch)
-    // kTailHidden: expert k's hidden rows [S][F], codes [S][ldq] and scales [S]
-    int F = 0, ldq = 0;
-    float *h[kTailExperts] = {};
-    int8_t *hq[kTailExperts] = {};
-    float *hsx[kTailExperts] = {};
-    // kTailCombine: the expert outputs (the launch's y, [rows][D]) into y [n_tokens][D]
-    const float *out = nullptr;
-    float *y = nullptr;
-    RoutingTable rt;
-};
-
-__device__ inline void run_launch_tail_combine(const LaunchTail &t, int tile, int D, int rows_per_tile) {
-    const int d0 = tile * rows_per_tile, n_d = min(rows_per_tile, D - d0);
-    const volatile float *out = t.out;
-    for (int k = threadIdx.x; k < t.rt.n_tokens * n_d; k += kBlockThreads) {
-        const int tok = k / n_d, d = d0 + k % n_d;
-        t.y[(size_t)tok * D + d] = combine_value(out, t.rt, tok, d, D);
-    }
 }
 
 __global__ void invalid_launch_probe_kernel(int *p) {

@@ -22,7 +22,6 @@
 #pragma once
 
 #include "coli_compat.h"
-#include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
 
 namespace coli::gpu {
@@ -207,44 +206,18 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
     }
 }
 
-// The launch tail (kernels_expert.cuh) after this block's rows of problem `pi` are written: count
-// the block in its unit, and if it is the unit's last, run the unit's hidden step or combine.
-template <bool EXACT> __device__ inline void finish_launch_tail(const BatchArgs &a, const LaunchTail &t, int pi) {
-    __shared__ int last;
-    const int unit = t.kind == kTailHidden ? pi / 2 : (int)blockIdx.x - a.p[pi].first_block;
-    __threadfence(); // this block's outputs are visible to the device before its count
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(t.done + unit, 1u) + 1 == (unsigned)t.blocks_per_unit;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    if (t.kind == kTailHidden) {
-        const BatchProblem &g = a.p[2 * unit], &u = a.p[2 * unit + 1];
-        for (int s = 0; s < g.S; ++s) {
-            const volatile float *gr = g.y + (size_t)s * t.F, *ur = u.y + (size_t)s * t.F;
-            hidden_row<EXACT>(gr, ur, t.h[unit] + (size_t)s * t.F, t.F, EXACT ? t.hq[unit] + (size_t)s * t.ldq : nullptr,
-                              t.ldq, EXACT ? t.hsx[unit] + s : nullptr);
-        }
-    } else {
-        run_launch_tail_combine(t, unit, a.O, kVecRowsPerBlock);
-    }
-    if (threadIdx.x == 0) t.done[unit] = 0u; // ready for the next launch
-}
-
 // One 32-lane group per row pair: block b of problem p takes its rows from (b - first_block) *
 // kVecRowsPerBlock. Launched overlapped (coli_compat.h): a group's first weight loads are issued
 // before the wait for the kernel that writes the activations. (A persistent one-wave variant that
 // walked all pairs per group measured no faster at decode and slower at S = 4 on the H200.)
 template <int FMT, int ST, bool EXACT, bool WIDE>
-__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a, LaunchTail tail) {
+__global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
     coli_release_dependents();
-    const int pi = batch_problem_index(a);
-    const BatchProblem &p = a.p[pi];
+    const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
     const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * kVecRowsPerGroup;
     if (s0 < p.S && o0 < a.O) matvec_pair<FMT, ST, EXACT, WIDE>(a, p, o0, s0, lane);
     coli_wait_prior_grid(); // every thread, also those without a pair
-    if (tail.kind != kTailNone) finish_launch_tail<EXACT>(a, tail, pi);
 }
 
 } // namespace coli::gpu

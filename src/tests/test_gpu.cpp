@@ -268,7 +268,7 @@ TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group e
                         CHECK(nmse(matmul_double(mats[0], x, S), got.data()) < (std::string(tc) == "1" ? kW4a16MaxNmse : kFloatMaxNmse));
                     }
                 }
-                // fused expert MLP (1 row: the hidden step in the gate/up launch's tail)
+                // fused expert MLP (1 row: exact mode's wide vector loads)
                 for (int64_t S : {int64_t(1), int64_t(20)}) {
                     std::vector<float> want(S * D), got(S * D, std::nanf(""));
                     ref::expert_mlp(ref::matmul, views[1], x.data(), want.data(), S, mode);
@@ -396,11 +396,10 @@ TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals 
     free_experts(experts);
 }
 
-TEST_CASE("decode-sized groups of uniform experts (the launch tails) equal the CPU, call after call", "[gpu][api]") {
-    // Up to 8 uniform experts with at most 8 rows each: the gate/up launch runs the hidden step and
-    // the down launch the combine in their last blocks (gpu/kernels_expert.cuh, LaunchTail). 9
-    // experts or 9 rows take the separate kernels. Repeated calls check that the tail counts are
-    // left ready; D = 260 leaves a partial row tile (float mode's vector path takes it).
+TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call", "[gpu][api]") {
+    // 1, 8 and 9 uniform experts (9: the gate and up projections need two launches) with 1 to 9
+    // rows each (1: exact mode's wide vector loads), one expert without rows; repeated sync
+    // and async calls give the same bits. D = 260: float mode's vector path with a partial block.
     GpuSession session;
     const int device = g_devices.front();
     const int64_t F = 96;
