@@ -148,13 +148,15 @@ bool vector_piece_fits(const Layout &L, bool exact, int64_t piece) {
     return exact ? g4_group_lanes_ok(L.gs, piece) : L.gs % piece == 0;
 }
 
-bool vector_shape(const Layout &L, bool exact) { return L.fmt != COLI_FORMAT_F32 && vector_piece_fits(L, exact, exact ? 16 : 4); }
+bool vector_shape(const Layout &L, bool exact) {
+    return L.fmt != COLI_FORMAT_F32 && vector_piece_fits(L, exact, vec_narrow_piece(exact));
+}
 
 // Wide pieces (one 16-byte weight load per lane and row) for exact calls of at most 2 rows: measured
 // faster on the H200 there (docs/performance.md); slower for more rows (registers) and in float mode
 // (a lane's 32 floats of x are not one coalesced span).
 bool vector_wide(const Layout &L, bool exact, int64_t max_S) {
-    return exact && max_S <= 2 && vector_shape(L, exact) && vector_piece_fits(L, exact, 16 * vec_codes_per_byte(L.fmt));
+    return exact && max_S <= 2 && vector_shape(L, exact) && vector_piece_fits(L, exact, vec_wide_piece(L.fmt));
 }
 
 // Whether the vector path runs this layout through matvec_split_kernel (kernels_matvec_split.cuh):

@@ -35,9 +35,12 @@ COLI_HD constexpr int vec_codes_per_byte(int fmt) { return fmt == kQ8 ? 1 : fmt 
 
 // Codes per piece: wide, those of 16 weight bytes (one 128-bit load per row); narrow, 16 activation
 // codes (exact: one int4 load) or 4 floats (float: one float4 load). The 32 lanes of a group read
-// one contiguous span of activations (coalesced) and of each row's weight bytes.
+// one contiguous span of activations (coalesced) and of each row's weight bytes. The host's
+// eligibility checks (backend_impl.cuh) and the split kernel's pieces use the same functions.
+COLI_HD constexpr int vec_wide_piece(int fmt) { return 16 * vec_codes_per_byte(fmt); }
+COLI_HD constexpr int vec_narrow_piece(bool exact) { return exact ? 16 : 4; }
 template <int FMT, bool EXACT, bool WIDE> COLI_HD constexpr int vec_piece() {
-    return WIDE ? 16 * vec_codes_per_byte(FMT) : EXACT ? 16 : 4;
+    return WIDE ? vec_wide_piece(FMT) : vec_narrow_piece(EXACT);
 }
 template <int FMT, bool EXACT, bool WIDE> COLI_HD constexpr int vec_weight_bytes() {
     return vec_piece<FMT, EXACT, WIDE>() / vec_codes_per_byte(FMT);

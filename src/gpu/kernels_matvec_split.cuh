@@ -31,8 +31,10 @@ constexpr int kSplitPieceBytes = 16;                        // one 16-byte weigh
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
 
-// Codes in one 16-byte piece of a row (split_shape on the host asks the same).
-COLI_HD constexpr int split_piece_codes(int fmt) { return fmt == kQ8 ? 16 : fmt == kQ2 ? 64 : 32; }
+// Codes in one 16-byte piece of a row: the vector kernel's wide piece (split_shape on the host asks
+// the same).
+COLI_HD constexpr int split_piece_codes(int fmt) { return vec_wide_piece(fmt); }
+static_assert(kSplitPieceBytes == 16, "a split piece is a wide vector piece");
 
 // The shape of one launch, fixed on the host (launch_split in backend_impl.cuh).
 struct SplitShape {

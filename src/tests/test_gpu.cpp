@@ -88,6 +88,16 @@ coli_tensor upload(const Quantized &q, int device) {
     return t;
 }
 
+// Uploads the experts whose gate, up and down are mats[3e], mats[3e + 1], mats[3e + 2], with their
+// CPU views (taken once mats holds every matrix: the views point into it).
+void upload_experts(const std::vector<Quantized> &mats, int device, std::vector<coli_expert> *experts,
+                    std::vector<ExpertView> *views) {
+    for (size_t k = 0; k + 2 < mats.size(); k += 3) {
+        experts->push_back({upload(mats[k], device), upload(mats[k + 1], device), upload(mats[k + 2], device)});
+        views->push_back({mats[k].view(), mats[k + 1].view(), mats[k + 2].view()});
+    }
+}
+
 void free_experts(const std::vector<coli_expert> &experts) {
     for (const coli_expert &e : experts) {
         REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
@@ -237,10 +247,7 @@ TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group e
             }
             std::vector<coli_expert> experts;
             std::vector<ExpertView> views;
-            for (int e = 0; e < 3; ++e) {
-                experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
-                views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
-            }
+            upload_experts(mats, device, &experts, &views);
             // 40 tokens, top-2: token t goes to experts t % 3 and (t + 1) % 3.
             const int64_t tokens = 40;
             std::vector<int64_t> rows(3, 0), token;
@@ -323,10 +330,7 @@ TEST_CASE("an expert group whose experts differ in format and hidden size equals
         mats.push_back(random_quantized(c.fmt, D, c.F, c.gs, 302 + 3 * e));
         rows.push_back(c.rows);
     }
-    for (int e = 0; e < 5; ++e) {
-        experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
-        views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
-    }
+    upload_experts(mats, device, &experts, &views);
     const int64_t total = 11, tokens = 4;
     std::vector<int64_t> token(total);
     std::vector<float> weight(total);
@@ -362,10 +366,7 @@ TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals 
         mats.push_back(random_quantized(fmt, F, D, gs, 701 + 3 * e));
         mats.push_back(random_quantized(fmt, D, F, gs, 702 + 3 * e));
     }
-    for (int e = 0; e < n; ++e) {
-        experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
-        views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
-    }
+    upload_experts(mats, device, &experts, &views);
     const std::vector<float> tok = random_normal(tokens * D, 713);
     std::vector<float> x;
     std::vector<int64_t> rows(n, tokens), token;
@@ -415,10 +416,7 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
                 mats.push_back(random_quantized(fmt, F, D, gs, 901 + 3 * e));
                 mats.push_back(random_quantized(fmt, D, F, gs, 902 + 3 * e));
             }
-            for (int e = 0; e < 9; ++e) {
-                experts.push_back({upload(mats[3 * e], device), upload(mats[3 * e + 1], device), upload(mats[3 * e + 2], device)});
-                views.push_back({mats[3 * e].view(), mats[3 * e + 1].view(), mats[3 * e + 2].view()});
-            }
+            upload_experts(mats, device, &experts, &views);
             for (int n : {1, 8, 9}) {
                 for (int64_t per_expert : {int64_t(1), int64_t(3), int64_t(8), int64_t(9)}) {
                     INFO(format_name(fmt) << " D " << D << ", " << n << " experts, " << per_expert << " rows each");
