@@ -17,6 +17,7 @@
 #include "gpu/kernels_expert.cuh"
 #include "gpu/kernels_matmul.cuh"
 #include "gpu/kernels_matvec.cuh"
+#include "gpu/kernels_matvec_expert.cuh"
 #include "gpu/kernels_matvec_split.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 
@@ -267,24 +268,36 @@ template <int FMT, int ST, bool EXACT>
 coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
     const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kVecRowsPerBlock - 1) / kVecRowsPerBlock),
                     (unsigned)((max_S + ST - 1) / ST));
-    if constexpr (EXACT && ST <= 2) {
-        if (wide) {
-            COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, true>), grid, dim3(kBlockThreads), 0, a);
-            return COLI_OK;
-        }
+    void (*kernel)(BatchArgs) = matvec_kernel<FMT, ST, EXACT, false>;
+    if constexpr (EXACT && ST <= 2) { // the only wide instances (vector_wide)
+        if (wide) kernel = matvec_kernel<FMT, ST, EXACT, true>;
     }
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", (matvec_kernel<FMT, ST, EXACT, false>), grid, dim3(kBlockThreads), 0, a);
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_kernel", kernel, grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 
 // Calls f(ST, EXACT) as integral constants: the activation rows per block of the vector and split
 // kernels for the batch's largest S (1, 2, 4 or 8), and the numerics mode as a template flag.
+int row_tile(int64_t max_S) { return max_S == 1 ? 1 : max_S == 2 ? 2 : max_S <= 4 ? 4 : 8; }
+
 template <class F> coli_status with_row_tile(int64_t max_S, bool exact, F f) {
     const auto mode = [&](auto st) { return exact ? f(st, std::true_type{}) : f(st, std::false_type{}); };
-    if (max_S == 1) return mode(std::integral_constant<int, 1>{});
-    if (max_S == 2) return mode(std::integral_constant<int, 2>{});
-    if (max_S <= 4) return mode(std::integral_constant<int, 4>{});
-    return mode(std::integral_constant<int, 8>{});
+    switch (row_tile(max_S)) {
+    case 1: return mode(std::integral_constant<int, 1>{});
+    case 2: return mode(std::integral_constant<int, 2>{});
+    case 4: return mode(std::integral_constant<int, 4>{});
+    default: return mode(std::integral_constant<int, 8>{});
+    }
+}
+
+// Calls f(FMT) with the format of a vector-path layout as an integral constant.
+template <class F> coli_status with_vector_format(int fmt, F f) {
+    switch (fmt) {
+    case COLI_FORMAT_Q8: return f(std::integral_constant<int, kQ8>{});
+    case COLI_FORMAT_Q4: return f(std::integral_constant<int, kQ4>{});
+    case COLI_FORMAT_Q2: return f(std::integral_constant<int, kQ2>{});
+    default: return f(std::integral_constant<int, kG4>{});
+    }
 }
 
 template <int FMT> coli_status launch_tiled(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
@@ -313,6 +326,18 @@ coli_status launch_single(const DeviceContext &ctx, const MatmulJob &j, MatmulPa
     }
 }
 
+// A batch of matrices of layout L, without its problems.
+BatchArgs batch_args_for(const Layout &L) {
+    BatchArgs a{};
+    a.O = (int)L.O;
+    a.I = (int)L.I;
+    a.row_bytes = (int)L.row_bytes;
+    a.gs = (int)L.gs;
+    a.ng = (int)(L.groups > 0 ? L.groups : 1);
+    a.ldq = (int)padded_inputs(L.I);
+    return a;
+}
+
 bool same_layout(const Layout &a, const Layout &b) { return a.fmt == b.fmt && a.O == b.O && a.I == b.I && a.gs == b.gs; }
 
 // Runs the jobs in order. Consecutive jobs that take the vector path with one layout share a
@@ -330,13 +355,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             ++i;
             continue;
         }
-        BatchArgs a{};
-        a.O = (int)L.O;
-        a.I = (int)L.I;
-        a.row_bytes = (int)L.row_bytes;
-        a.gs = (int)L.gs;
-        a.ng = (int)(L.groups > 0 ? L.groups : 1);
-        a.ldq = (int)padded_inputs(L.I);
+        BatchArgs a = batch_args_for(L);
         const int rows_per_block = tiled ? kTileN : kVecRowsPerBlock;
         const int blocks = (int)((L.O + rows_per_block - 1) / rows_per_block);
         int64_t max_S = 0;
@@ -356,20 +375,14 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             continue;
         }
         const bool wide = vector_wide(L, exact, max_S);
-        const auto launch = [&](auto fmt) {
+        COLI_GPU_CHECK(with_vector_format(L.fmt, [&](auto fmt) {
             return with_row_tile(max_S, exact, [&](auto st, auto ex) {
                 constexpr int FMT = decltype(fmt)::value, ST = decltype(st)::value;
                 constexpr bool EXACT = decltype(ex)::value;
                 return chosen == MatmulPath::split ? launch_split<FMT, ST, EXACT>(ctx, a, max_S, why)
                                                    : launch_vector<FMT, ST, EXACT>(ctx, a, max_S, wide, why);
             });
-        };
-        switch (L.fmt) {
-        case COLI_FORMAT_Q8: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ8>{})); break;
-        case COLI_FORMAT_Q4: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ4>{})); break;
-        case COLI_FORMAT_Q2: COLI_GPU_CHECK(launch(std::integral_constant<int, kQ2>{})); break;
-        default: COLI_GPU_CHECK(launch(std::integral_constant<int, kG4>{})); break;
-        }
+        }));
     }
     return COLI_OK;
 }
@@ -395,10 +408,93 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
     return COLI_OK;
 }
 
+// ---- gate, up and hidden step in one launch (kernels_matvec_expert.cuh) ------------------------
+
+// Whether matvec_swiglu_kernel takes the gate and up projections: the vector path takes them for
+// every expert with rows, and all gates and ups share one layout. *max_S: the most rows of an expert.
+bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts, bool exact,
+                       MatmulPath path, int64_t *max_S) {
+    if (path != MatmulPath::automatic && path != MatmulPath::vector) return false;
+    const Layout &G = experts[0].gate->L;
+    *max_S = 0;
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (!same_layout(experts[e].gate->L, G) || !same_layout(experts[e].up->L, G)) return false;
+        if (rows[e] == 0) continue;
+        MatmulPath chosen;
+        std::string ignored;
+        if (choose_path(ctx, G, rows[e], exact, path, &chosen, &ignored) != COLI_OK || chosen != MatmulPath::vector) return false;
+        *max_S = std::max(*max_S, rows[e]);
+    }
+    return *max_S > 0;
+}
+
+template <int FMT, int ST, bool EXACT>
+coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
+    const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock),
+                    (unsigned)((max_S + ST - 1) / ST));
+    void (*kernel)(BatchArgs) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
+    if constexpr (EXACT && ST <= 2) { // the only wide instances (vector_wide)
+        if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true>;
+    }
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a);
+    return COLI_OK;
+}
+
+// h of every expert with rows (h + r0[e] * F, F uniform), in batches of kBatchProblems experts.
+// Arguments as enqueue_experts'.
+coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
+                                 const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *h,
+                                 bool exact, int64_t max_S, std::string *why) {
+    const Layout &G = experts[0].gate->L;
+    const int64_t F = G.O, D = G.I, ldq_in = padded_inputs(D);
+    const int blocks = (int)((F + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock);
+    const bool wide = vector_wide(G, exact, max_S);
+    int64_t r0 = 0;
+    for (size_t e = 0; e < n_experts;) {
+        BatchArgs a = batch_args_for(G);
+        for (; e < n_experts && a.n < kBatchProblems; r0 += rows[e], ++e) {
+            if (rows[e] == 0) continue;
+            const int64_t in = input_row ? input_row[e] : r0;
+            BatchProblem p{experts[e].gate->weights.as<uint8_t>(), experts[e].gate->scales.as<float>(),
+                           exact ? q + in * ldq_in : nullptr, exact ? sx + in : nullptr, x_dev + in * D, h + r0 * F,
+                           (int)rows[e], a.n * blocks};
+            p.w2 = experts[e].up->weights.as<uint8_t>();
+            p.scales2 = experts[e].up->scales.as<float>();
+            a.p[a.n++] = p;
+        }
+        if (a.n == 0) continue;
+        COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {
+            return with_row_tile(max_S, exact, [&](auto st, auto ex) {
+                return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide, why);
+            });
+        }));
+    }
+    return COLI_OK;
+}
+
+// The down projections of enqueue_experts: expert e's hidden rows start at h_off[e] (codes: hq_off[e],
+// scales: r0[e]), its outputs at out + r0[e] * D.
+coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
+                          const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off, const std::vector<int64_t> &hq_off,
+                          const float *h, const int8_t *hq, const float *hsx, float *out, int numerics, MatmulPath path,
+                          std::string *why) {
+    const bool exact = numerics == COLI_NUMERICS_EXACT;
+    const int64_t D = experts[0].gate->L.I;
+    std::vector<MatmulJob> jobs;
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (rows[e] == 0) continue;
+        jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
+                        out + r0[e] * D, rows[e]});
+    }
+    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
+}
+
 // Fused expert MLPs on rows already on the device: expert e reads rows[e] rows of x_dev (exact: q,
 // sx) from row input_row[e] (nullptr: the next rows) and writes the next rows[e] rows of out. Three
 // launch stages whatever the number of experts: all gate and up projections, the hidden step, all
-// down projections (grouped where the vector path takes them, run_matmuls).
+// down projections (grouped where the vector path takes them, run_matmuls). Where the vector path
+// takes uniform gates and ups, the first two are one (enqueue_swiglu_pairs), and exact mode's
+// hidden step only quantizes h.
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
                             const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *out,
                             int numerics, MatmulPath path, std::string *why) {
@@ -417,16 +513,24 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         codes += rows[e] * padded_inputs(F);
     }
     if (total == 0) return COLI_OK;
-    COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));
-    COLI_GPU_CHECK(ensure_output(ctx, b.up, (size_t)hidden * sizeof(float), "up buffer", why));
     COLI_GPU_CHECK(ensure_output(ctx, b.hidden, (size_t)hidden * sizeof(float), "hidden buffer", why));
     if (exact) { // the contract re-quantizes h per row for the down projection
         COLI_GPU_CHECK(ensure_output(ctx, b.hq, (size_t)codes, "hidden codes", why));
         COLI_GPU_CHECK(ensure_output(ctx, b.hsx, (size_t)total * sizeof(float), "hidden scales", why));
     }
-    float *gate = b.gate.as<float>(), *up = b.up.as<float>(), *h = b.hidden.as<float>();
+    float *h = b.hidden.as<float>();
     int8_t *hq = exact ? b.hq.as<int8_t>() : nullptr;
     float *hsx = exact ? b.hsx.as<float>() : nullptr;
+    int64_t max_S = 0;
+    if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S)) {
+        const int64_t F = experts[0].gate->L.O; // uniform: h_off[e] = r0[e] * F, hq_off[e] = r0[e] * padded(F)
+        COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, x_dev, q, sx, h, exact, max_S, why));
+        if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, F, hq, hsx, why));
+        return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
+    }
+    COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));
+    COLI_GPU_CHECK(ensure_output(ctx, b.up, (size_t)hidden * sizeof(float), "up buffer", why));
+    float *gate = b.gate.as<float>(), *up = b.up.as<float>();
     std::vector<MatmulJob> jobs;
     for (int pass = 0; pass < 2; ++pass) { // all gates, then all ups: consecutive jobs of one layout
         for (size_t e = 0; e < n_experts; ++e) {
@@ -454,13 +558,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         }
         e = end;
     }
-    jobs.clear();
-    for (size_t e = 0; e < n_experts; ++e) {
-        if (rows[e] == 0) continue;
-        jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
-                        out + r0[e] * D, rows[e]});
-    }
-    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
+    return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
 }
 
 // Copies x (pinned or pageable) to the device and quantizes it when exact.

@@ -53,6 +53,9 @@ struct BatchProblem {
     float *y;        // [S][O]
     int S;
     int first_block;
+    // matvec_swiglu_kernel only (kernels_matvec_expert.cuh): the up projection beside w (the gate).
+    const uint8_t *w2 = nullptr;
+    const float *scales2 = nullptr;
 };
 
 struct BatchArgs {

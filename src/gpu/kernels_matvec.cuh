@@ -1,6 +1,6 @@
 // Vector-load matmul kernels for decode and small batches ("vector" path), grouped: one launch
 // runs up to kBatchProblems matrices of one layout (all gate and up projections of an expert group,
-// then all down projections). CPU reference: src/ref/matmul_ref.cpp. Checked by
+// then all down projections; kernels_matvec_expert.cuh pairs each gate row with its up row). CPU reference: src/ref/matmul_ref.cpp. Checked by
 // src/tests/test_gpu.cpp (every path) and coli-conformance's matmul and expert families.
 //
 // Layout: a block of 256 threads is 8 groups of 32 lanes; each group computes kVecRowsPerGroup
@@ -92,17 +92,38 @@ template <int FMT> __device__ inline float float_code(unsigned u, int j) {
            (8388608.0f + (float)vec_bias<FMT>());
 }
 
-// One 32-lane group's rows o0, o0 + 1 of problem p for activation rows s0 .. s0 + ST - 1.
-template <int FMT, int ST, bool EXACT, bool WIDE>
-__device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, int o0, int s0, int lane) {
+// The weight rows of a 32-lane group (kVecRowsPerGroup of them) and their scales ([ng] each).
+struct GroupRows {
+    const uint8_t *w[kVecRowsPerGroup];
+    const float *scales[kVecRowsPerGroup];
+};
+
+// Rows o0, o0 + 1 of problem p (clamped to the last row; the caller drops outputs past O).
+__device__ inline GroupRows consecutive_rows(const BatchArgs &a, const BatchProblem &p, int o0) {
+    GroupRows g;
+    for (int r = 0; r < kVecRowsPerGroup; ++r) {
+        const int o = min(o0 + r, a.O - 1);
+        g.w[r] = p.w + (size_t)o * a.row_bytes;
+        g.scales[r] = p.scales + (size_t)o * a.ng;
+    }
+    return g;
+}
+
+__device__ inline void no_hook() {}
+
+// One 32-lane group's dot products of its rows with activation rows 0 .. ST - 1 of q/sx (exact)
+// or x (float), of which the first n_s exist (the others repeat row 0 and are dropped); every
+// lane returns every row's output in out. The group's first weight loads are issued before
+// coli_wait_prior_grid(), then after_wait() runs (a block-wide step where the caller asks for
+// one: every thread of the block must then call this), then the activations are read.
+template <int FMT, int ST, bool EXACT, bool WIDE, class AfterWait>
+__device__ inline void matvec_rows(const BatchArgs &a, const GroupRows &rows, const int8_t *q, const float *sx, const float *x,
+                                   int n_s, int lane, AfterWait after_wait, float (&out)[kVecRowsPerGroup][ST]) {
     constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<FMT, EXACT, WIDE>(), WB = vec_weight_bytes<FMT, EXACT, WIDE>();
     constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // NW code words per piece, U pieces per lane in flight
     const int pieces = a.row_bytes / WB;
-    const int n_s = min(ST, p.S - s0);
-    const uint8_t *wrow[R];
-    for (int r = 0; r < R; ++r) wrow[r] = p.w + (size_t)min(o0 + r, a.O - 1) * a.row_bytes;
-    int row_of[ST]; // activation rows; rows past S repeat s0 and are never written
-    for (int s = 0; s < ST; ++s) row_of[s] = s0 + (s < n_s ? s : 0);
+    int row_of[ST]; // activation rows; rows past n_s repeat row 0
+    for (int s = 0; s < ST; ++s) row_of[s] = s < n_s ? s : 0;
     const int group_lanes = FMT == kG4 && EXACT ? a.gs / PIECE : 1; // exact G4: a power of two up to 32
 
     int iacc[R][ST];
@@ -119,11 +140,14 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
             for (int r = 0; r < R; ++r) {
-                if (pc < pieces) load_piece<WB>(wrow[r] + (size_t)pc * WB, raw[u][r]);
+                if (pc < pieces) load_piece<WB>(rows.w[r] + (size_t)pc * WB, raw[u][r]);
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
             }
         }
-        if (base == 0) coli_wait_prior_grid();
+        if (base == 0) {
+            coli_wait_prior_grid();
+            after_wait();
+        }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
@@ -134,10 +158,10 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                     for (int s = 0; s < ST; ++s) part[r][s] = 0;
                 if (live) {
                     for (int s = 0; s < ST; ++s) {
-                        const int4 *q = (const int4 *)(p.q + (size_t)row_of[s] * a.ldq) + (size_t)pc * (NW / 4);
+                        const int4 *qs = (const int4 *)(q + (size_t)row_of[s] * a.ldq) + (size_t)pc * (NW / 4);
 #pragma unroll
                         for (int k4 = 0; k4 < NW / 4; ++k4) {
-                            const int4 q4 = q[k4];
+                            const int4 q4 = qs[k4];
                             const int qw[4] = {q4.x, q4.y, q4.z, q4.w};
                             for (int k = 0; k < 4; ++k) {
                                 for (int r = 0; r < R; ++r) {
@@ -158,7 +182,7 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                     const int g = (int)((long long)min(pc, pieces - 1) * PIECE / a.gs);
                     const int first = base + u * kRowLanes;
                     for (int r = 0; r < R; ++r) {
-                        const float scale = p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + g];
+                        const float scale = rows.scales[r][g];
                         for (int s = 0; s < ST; ++s) {
                             int sum = part[r][s];
                             for (int m = 1; m < group_lanes; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
@@ -171,12 +195,12 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                 }
             } else if (live) {
                 for (int s = 0; s < ST; ++s) {
-                    const float4 *x = (const float4 *)(p.x + (size_t)row_of[s] * a.I) + (size_t)pc * NW;
+                    const float4 *xs = (const float4 *)(x + (size_t)row_of[s] * a.I) + (size_t)pc * NW;
                     float part[R];
                     for (int r = 0; r < R; ++r) part[r] = 0.0f;
 #pragma unroll
                     for (int k = 0; k < NW; ++k) {
-                        const float4 xv = x[k];
+                        const float4 xv = xs[k];
                         for (int r = 0; r < R; ++r) {
                             const unsigned bw = biased_word<FMT>(raw[u][r], k);
                             part[r] += xv.x * float_code<FMT>(bw, 0) + xv.y * float_code<FMT>(bw, 1) +
@@ -184,7 +208,7 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
                         }
                     }
                     for (int r = 0; r < R; ++r) {
-                        if (FMT == kG4) part[r] *= p.scales[(size_t)min(o0 + r, a.O - 1) * a.ng + (int)((long long)pc * PIECE / a.gs)];
+                        if (FMT == kG4) part[r] *= rows.scales[r][(int)((long long)pc * PIECE / a.gs)];
                         facc[r][s] += part[r];
                     }
                 }
@@ -192,19 +216,15 @@ __device__ inline void matvec_pair(const BatchArgs &a, const BatchProblem &p, in
         }
     }
     for (int r = 0; r < R; ++r) {
-        const int o = o0 + r;
         for (int s = 0; s < ST; ++s) {
-            float out;
             if (EXACT && FMT != kG4) {
-                const int acc = row_sum_i32(iacc[r][s]);
-                out = coli_exact_row_output(acc, p.scales[min(o, a.O - 1)], p.sx[row_of[s]]);
+                out[r][s] = coli_exact_row_output(row_sum_i32(iacc[r][s]), rows.scales[r][0], sx[row_of[s]]);
             } else if (EXACT) {
-                out = coli_fmul_rn(facc[r][s], p.sx[row_of[s]]);
+                out[r][s] = coli_fmul_rn(facc[r][s], sx[row_of[s]]);
             } else {
                 const float sum = row_sum_f32(facc[r][s]);
-                out = FMT == kG4 ? sum : sum * p.scales[min(o, a.O - 1)];
+                out[r][s] = FMT == kG4 ? sum : sum * rows.scales[r][0];
             }
-            if (lane == 0 && o < a.O && s < n_s) p.y[(size_t)(s0 + s) * a.O + o] = out;
         }
     }
 }
@@ -219,7 +239,18 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
     const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
     const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * kVecRowsPerGroup;
-    if (s0 < p.S && o0 < a.O) matvec_pair<FMT, ST, EXACT, WIDE>(a, p, o0, s0, lane);
+    if (s0 < p.S && o0 < a.O) {
+        float out[kVecRowsPerGroup][ST];
+        const int n_s = min(ST, p.S - s0);
+        matvec_rows<FMT, ST, EXACT, WIDE>(a, consecutive_rows(a, p, o0), EXACT ? p.q + (size_t)s0 * a.ldq : nullptr,
+                                          EXACT ? p.sx + s0 : nullptr, EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane,
+                                          no_hook, out);
+        for (int r = 0; r < kVecRowsPerGroup; ++r) {
+            for (int s = 0; s < n_s; ++s) {
+                if (lane == 0 && o0 + r < a.O) p.y[(size_t)(s0 + s) * a.O + o0 + r] = out[r][s];
+            }
+        }
+    }
     coli_wait_prior_grid(); // every thread, also those without a pair
 }
 

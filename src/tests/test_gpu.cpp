@@ -398,9 +398,10 @@ TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals 
 }
 
 TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call", "[gpu][api]") {
-    // 1, 8 and 9 uniform experts (9: the gate and up projections need two launches) with 1 to 9
-    // rows each (1: exact mode's wide vector loads), one expert without rows; repeated sync
-    // and async calls give the same bits. D = 260: float mode's vector path with a partial block.
+    // 1, 8, 9 and 17 uniform experts (9: the unfused gate and up projections need two launches, 17:
+    // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector
+    // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
+    // float mode's vector path with a partial block (exact: the unfused three-launch path).
     GpuSession session;
     const int device = g_devices.front();
     const int64_t F = 96;
@@ -411,13 +412,13 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
             std::vector<Quantized> mats;
             std::vector<coli_expert> experts;
             std::vector<ExpertView> views;
-            for (int e = 0; e < 9; ++e) {
+            for (int e = 0; e < 17; ++e) {
                 mats.push_back(random_quantized(fmt, F, D, gs, 900 + 3 * e));
                 mats.push_back(random_quantized(fmt, F, D, gs, 901 + 3 * e));
                 mats.push_back(random_quantized(fmt, D, F, gs, 902 + 3 * e));
             }
             upload_experts(mats, device, &experts, &views);
-            for (int n : {1, 8, 9}) {
+            for (int n : {1, 8, 9, 17}) {
                 for (int64_t per_expert : {int64_t(1), int64_t(3), int64_t(8), int64_t(9)}) {
                     INFO(format_name(fmt) << " D " << D << ", " << n << " experts, " << per_expert << " rows each");
                     std::vector<int64_t> rows(n, per_expert), token;
