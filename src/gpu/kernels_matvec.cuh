@@ -109,16 +109,13 @@ __device__ inline GroupRows consecutive_rows(const BatchArgs &a, const BatchProb
     return g;
 }
 
-__device__ inline void no_hook() {}
-
 // One 32-lane group's dot products of its rows with activation rows 0 .. ST - 1 of q/sx (exact)
 // or x (float), of which the first n_s exist (the others repeat row 0 and are dropped); every
 // lane returns every row's output in out. The group's first weight loads are issued before
-// coli_wait_prior_grid(), then after_wait() runs (a block-wide step where the caller asks for
-// one: every thread of the block must then call this), then the activations are read.
-template <int FMT, int ST, bool EXACT, bool WIDE, class AfterWait>
+// coli_wait_prior_grid(), the activations read after it.
+template <int FMT, int ST, bool EXACT, bool WIDE>
 __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows &rows, const int8_t *q, const float *sx, const float *x,
-                                   int n_s, int lane, AfterWait after_wait, float (&out)[kVecRowsPerGroup][ST]) {
+                                   int n_s, int lane, float (&out)[kVecRowsPerGroup][ST]) {
     constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<FMT, EXACT, WIDE>(), WB = vec_weight_bytes<FMT, EXACT, WIDE>();
     constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // NW code words per piece, U pieces per lane in flight
     const int pieces = a.row_bytes / WB;
@@ -144,10 +141,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows &rows, co
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
             }
         }
-        if (base == 0) {
-            coli_wait_prior_grid();
-            after_wait();
-        }
+        if (base == 0) coli_wait_prior_grid();
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
@@ -243,8 +237,7 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
         float out[kVecRowsPerGroup][ST];
         const int n_s = min(ST, p.S - s0);
         matvec_rows<FMT, ST, EXACT, WIDE>(a, consecutive_rows(a, p, o0), EXACT ? p.q + (size_t)s0 * a.ldq : nullptr,
-                                          EXACT ? p.sx + s0 : nullptr, EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane,
-                                          no_hook, out);
+                                          EXACT ? p.sx + s0 : nullptr, EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane, out);
         for (int r = 0; r < kVecRowsPerGroup; ++r) {
             for (int s = 0; s < n_s; ++s) {
                 if (lane == 0 && o0 + r < a.O) p.y[(size_t)(s0 + s) * a.O + o0 + r] = out[r][s];

@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs 
         rows.scales[1] = p.scales2 + (size_t)o * a.ng;
         float out[kVecRowsPerGroup][ST];
         matvec_rows<FMT, ST, EXACT, WIDE>(a, rows, EXACT ? p.q + (size_t)s0 * a.ldq : nullptr, EXACT ? p.sx + s0 : nullptr,
-                                          EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane, no_hook, out);
+                                          EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane, out);
         for (int s = 0; s < n_s; ++s) {
             if (lane == 0) p.y[(size_t)(s0 + s) * a.O + o] = coli_swiglu(out[0][s], out[1][s]);
         }
