@@ -276,10 +276,10 @@ coli_status launch_vector(DeviceContext &ctx, const BatchArgs &a, int64_t max_S,
     return COLI_OK;
 }
 
-// Calls f(ST, EXACT) as integral constants: the activation rows per block of the vector and split
-// kernels for the batch's largest S (1, 2, 4 or 8), and the numerics mode as a template flag.
+// The activation rows per block of the vector and split kernels for a batch's largest S.
 int row_tile(int64_t max_S) { return max_S == 1 ? 1 : max_S == 2 ? 2 : max_S <= 4 ? 4 : 8; }
 
+// Calls f(ST, EXACT) as integral constants: row_tile(max_S) and the numerics mode as a template flag.
 template <class F> coli_status with_row_tile(int64_t max_S, bool exact, F f) {
     const auto mode = [&](auto st) { return exact ? f(st, std::true_type{}) : f(st, std::false_type{}); };
     switch (row_tile(max_S)) {
@@ -440,23 +440,23 @@ coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S,
     return COLI_OK;
 }
 
-// h of every expert with rows (h + r0[e] * F, F uniform), in batches of kBatchProblems experts.
+// h of every expert with rows (expert e's from h + h_off[e]), in batches of kBatchProblems experts.
 // Arguments as enqueue_experts'.
 coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
-                                 const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *h,
-                                 bool exact, int64_t max_S, std::string *why) {
+                                 const int64_t *input_row, const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
+                                 const float *x_dev, const int8_t *q, const float *sx, float *h, bool exact, int64_t max_S,
+                                 std::string *why) {
     const Layout &G = experts[0].gate->L;
-    const int64_t F = G.O, D = G.I, ldq_in = padded_inputs(D);
-    const int blocks = (int)((F + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock);
+    const int64_t D = G.I, ldq_in = padded_inputs(D);
+    const int blocks = (int)((G.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock);
     const bool wide = vector_wide(G, exact, max_S);
-    int64_t r0 = 0;
     for (size_t e = 0; e < n_experts;) {
         BatchArgs a = batch_args_for(G);
-        for (; e < n_experts && a.n < kBatchProblems; r0 += rows[e], ++e) {
+        for (; e < n_experts && a.n < kBatchProblems; ++e) {
             if (rows[e] == 0) continue;
-            const int64_t in = input_row ? input_row[e] : r0;
+            const int64_t in = input_row ? input_row[e] : r0[e];
             BatchProblem p{experts[e].gate->weights.as<uint8_t>(), experts[e].gate->scales.as<float>(),
-                           exact ? q + in * ldq_in : nullptr, exact ? sx + in : nullptr, x_dev + in * D, h + r0 * F,
+                           exact ? q + in * ldq_in : nullptr, exact ? sx + in : nullptr, x_dev + in * D, h + h_off[e],
                            (int)rows[e], a.n * blocks};
             p.w2 = experts[e].up->weights.as<uint8_t>();
             p.scales2 = experts[e].up->scales.as<float>();
@@ -523,9 +523,10 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     float *hsx = exact ? b.hsx.as<float>() : nullptr;
     int64_t max_S = 0;
     if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S)) {
-        const int64_t F = experts[0].gate->L.O; // uniform: h_off[e] = r0[e] * F, hq_off[e] = r0[e] * padded(F)
-        COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, x_dev, q, sx, h, exact, max_S, why));
-        if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, F, hq, hsx, why));
+        COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, r0, h_off, x_dev, q, sx, h, exact, max_S,
+                                            why));
+        // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
+        if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
         return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));

@@ -8,22 +8,6 @@
 
 namespace coli::gpu {
 
-// Exact mode's hidden step of one row by one block: h = silu(g) * u (kept for the float paths'
-// benefit and for tests), then the row's activation codes exactly as quantize_rows_kernel computes
-// them from h (the same helper).
-__device__ inline void swiglu_quantize_row(const float *g, const float *u, float *h, int F, int8_t *q, int ldq, float *sx) {
-    float m = 0.0f;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < F; i += kBlockThreads) {
-        const float v = coli_swiglu(g[i], u[i]);
-        h[i] = v;
-        const float mag = fabsf(v);
-        m = mag > m ? mag : m;
-    }
-    // Each thread reads back only the h it wrote itself: no barrier needed before the codes.
-    quantize_row_from_partial_max(m, [h](int i) { return h[i]; }, F, q, ldq, sx);
-}
-
 // h[k] = silu(g[k]) * u[k] with the library's own exp (coli_swiglu), n elements.
 __global__ void swiglu_kernel(const float *g, const float *u, float *h, size_t n) {
     coli_release_dependents();
@@ -32,13 +16,26 @@ __global__ void swiglu_kernel(const float *g, const float *u, float *h, size_t n
     if (k < n) h[k] = coli_swiglu(g[k], u[k]);
 }
 
-// Exact mode's hidden step, one block per row.
+// Exact mode's hidden step of the three-launch path, one block per row: h = silu(g) * u (kept for
+// the float paths' benefit and for tests), then the row's activation codes exactly as
+// quantize_rows_kernel computes them from h (the same helper).
 __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const float *g, const float *u, float *h, int F,
                                                                         int8_t *q, int ldq, float *sx) {
     coli_release_dependents();
     coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
     const size_t row = blockIdx.x;
-    swiglu_quantize_row(g + row * F, u + row * F, h + row * F, F, q + row * ldq, ldq, sx + row);
+    const float *gr = g + row * F, *ur = u + row * F;
+    float *hr = h + row * F;
+    float m = 0.0f;
+#pragma unroll 8
+    for (int i = threadIdx.x; i < F; i += kBlockThreads) {
+        const float v = coli_swiglu(gr[i], ur[i]);
+        hr[i] = v;
+        const float mag = fabsf(v);
+        m = mag > m ? mag : m;
+    }
+    // Each thread reads back only the h it wrote itself: no barrier needed before the codes.
+    quantize_row_from_partial_max(m, [hr](int i) { return hr[i]; }, F, q + row * ldq, ldq, sx + row);
 }
 
 // An expert group's routing for the combine, [start: n_tokens + 1][rows: total][weights: total]:
@@ -58,7 +55,12 @@ __device__ inline int routing_word(const RoutingTable &r, int k) { return r.tabl
 // y[tok][d] from the expert outputs out [rows][D]: +0, then for each row routed to tok in call
 // order y = y + weight[r] * out[r][d], the product rounded, then added: the reference's order
 // exactly. Up to 8 rows' loads are issued before their sums (the sums stay in order).
-__device__ inline float combine_value(const float *out, const RoutingTable &rt, int tok, int d, int D) {
+__global__ void combine_kernel(const float *out, RoutingTable rt, float *y, int D) {
+    coli_release_dependents();
+    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
+    const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (size_t)rt.n_tokens * D) return;
+    const int tok = (int)(k / D), d = (int)(k % D);
     const int j_end = routing_word(rt, tok + 1);
     float t = 0.0f;
     for (int j = routing_word(rt, tok); j < j_end; j += 8) {
@@ -76,15 +78,7 @@ __device__ inline float combine_value(const float *out, const RoutingTable &rt, 
             if (j + u < j_end) t = coli_fadd_rn(t, coli_fmul_rn(w[u], v[u]));
         }
     }
-    return t;
-}
-
-__global__ void combine_kernel(const float *out, RoutingTable rt, float *y, int D) {
-    coli_release_dependents();
-    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
-    const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= (size_t)rt.n_tokens * D) return;
-    y[k] = combine_value(out, rt, (int)(k / D), (int)(k % D), D);
+    y[k] = t;
 }
 
 __global__ void invalid_launch_probe_kernel(int *p) {

@@ -182,7 +182,8 @@ template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matm
 // The contract's quantization of one activation row by one block, from each thread's partial max
 // of |v| (max is exact in any order; NaN never wins a comparison, as on the host): the block's
 // max (32-lane shuffles, then across groups), scale sx, then codes v(i) * (1 / sx) for i < I and 0
-// up to ldq. Shared by quantize_rows_kernel and the hidden step (swiglu_quantize_row, kernels_expert.cuh).
+// up to ldq. Shared by quantize_rows_kernel and the hidden step (swiglu_quantize_kernel,
+// kernels_expert.cuh).
 template <class Value>
 __device__ inline void quantize_row_from_partial_max(float m, const Value &v, int I, int8_t *qr, int ldq, float *sx) {
     __shared__ float group_max[kBlockThreads / kRowLanes];
