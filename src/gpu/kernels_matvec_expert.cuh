@@ -25,14 +25,16 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs 
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
     const int o = ((int)blockIdx.x - p.first_block) * kSwigluRowsPerBlock + (int)(threadIdx.x / kRowLanes);
     if (s0 < p.S && o < a.O) {
+        const int n_s = min(ST, p.S - s0);
         GroupRows rows;
         rows.w[0] = p.w + (size_t)o * a.row_bytes;
         rows.w[1] = p.w2 + (size_t)o * a.row_bytes;
         rows.scales[0] = p.scales + (size_t)o * a.ng;
         rows.scales[1] = p.scales2 + (size_t)o * a.ng;
         float out[kVecRowsPerGroup][ST];
-        matvec_rows<FMT, ST, EXACT, WIDE>(a, rows, p, s0, lane, out);
-        for (int s = 0; s < min(ST, p.S - s0); ++s) {
+        matvec_rows<FMT, ST, EXACT, WIDE>(a, rows, EXACT ? p.q + (size_t)s0 * a.ldq : nullptr, EXACT ? p.sx + s0 : nullptr,
+                                          EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane, out);
+        for (int s = 0; s < n_s; ++s) {
             if (lane == 0) p.y[(size_t)(s0 + s) * a.O + o] = coli_swiglu(out[0][s], out[1][s]);
         }
     }
