@@ -212,7 +212,14 @@ coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, con
 // Quantizes S rows of x_dev [S][I] into q [S][ldq] and sx [S].
 coli_status quantize_rows(DeviceContext &ctx, const float *x_dev, int64_t S, int64_t I, int8_t *q, float *sx,
                           std::string *why) {
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "quantize_rows_kernel", quantize_rows_kernel, dim3((unsigned)S), dim3(kBlockThreads), 0,
+    void (*kernel)(const float *, int, int8_t *, int, float *) = quantize_rows_kernel;
+    if (I % 4 == 0) {
+        const int64_t v = (I + 4 * kBlockThreads - 1) / (4 * kBlockThreads);
+        if (v <= 2) kernel = quantize_short_rows_kernel<2>;
+        else if (v <= 4) kernel = quantize_short_rows_kernel<4>;
+        else if (v <= 8) kernel = quantize_short_rows_kernel<8>;
+    }
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "quantize_rows_kernel", kernel, dim3((unsigned)S), dim3(kBlockThreads), 0,
                                x_dev, (int)I, q, (int)padded_inputs(I), sx);
     return COLI_OK;
 }
@@ -489,15 +496,87 @@ coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64
     return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
 }
 
+// A one-token group's routed combination done by its down launch (matvec_down_combine_kernel):
+// the experts' row weights in call order, and y [D].
+struct DownCombine {
+    RowWeights weights;
+    float *y;
+};
+
+// Whether the down projections of these experts (rows as enqueue_experts') can take
+// matvec_down_combine_kernel: one row or none per expert, at most kRowsPerBlock rows, one down
+// layout, on the vector path at one row.
+bool down_combine_shape(const DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts, bool exact,
+                        MatmulPath path) {
+    const Expert *first = nullptr;
+    int n = 0;
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (rows[e] == 0) continue;
+        if (rows[e] > 1 || ++n > kRowsPerBlock) return false;
+        if (!first) first = &experts[e];
+        if (!same_layout(experts[e].down->L, first->down->L)) return false;
+    }
+    MatmulPath chosen;
+    std::string ignored;
+    return first && choose_path(ctx, first->down->L, 1, exact, path, &chosen, &ignored) == COLI_OK &&
+           chosen == MatmulPath::vector;
+}
+
+// Rows per 32-lane group and pieces per lane in flight: exact mode's wide rows take 8 rows and 2
+// pieces (a whole 1 KB row of the Q4 6144 x 2048 downs per load round; of 2, 4 or 8 rows, 8 was
+// fastest on the H200, docs/performance.md); the other shapes matvec_kernel's 2 rows.
+template <int FMT, bool EXACT>
+coli_status launch_down_combine(DeviceContext &ctx, const BatchArgs &a, bool wide, const DownCombine &c, std::string *why) {
+    const auto launch = [&](auto wide_c, auto r_c, auto u_c) -> coli_status {
+        constexpr int R = decltype(r_c)::value;
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_down_combine_kernel",
+                                   (matvec_down_combine_kernel<FMT, EXACT, decltype(wide_c)::value, R, decltype(u_c)::value>),
+                                   dim3((unsigned)((a.O + R - 1) / R)), dim3(kBlockThreads), 0, a, c.weights, c.y);
+        return COLI_OK;
+    };
+    if constexpr (EXACT) {
+        if (wide) return launch(std::true_type{}, std::integral_constant<int, 8>{}, std::integral_constant<int, 2>{});
+        return launch(std::false_type{}, std::integral_constant<int, 2>{}, std::integral_constant<int, 4>{});
+    } else {
+        (void)wide;
+        return launch(std::false_type{}, std::integral_constant<int, 2>{}, std::integral_constant<int, 8>{});
+    }
+}
+
+// The down projections and the combination of a group down_combine_shape accepts (arguments as
+// enqueue_downs').
+coli_status enqueue_down_combine(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
+                                 const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
+                                 const std::vector<int64_t> &hq_off, const float *h, const int8_t *hq, const float *hsx,
+                                 bool exact, const DownCombine &c, std::string *why) {
+    const Layout *L = nullptr;
+    BatchArgs a{};
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (rows[e] == 0) continue;
+        if (!L) {
+            L = &experts[e].down->L;
+            a = batch_args_for(*L);
+        }
+        a.p[a.n++] = BatchProblem{experts[e].down->weights.as<uint8_t>(), experts[e].down->scales.as<float>(),
+                                  exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e], nullptr, 1, 0};
+    }
+    const bool wide = vector_wide(*L, exact, 1);
+    return with_vector_format(L->fmt, [&](auto fmt) {
+        return exact ? launch_down_combine<decltype(fmt)::value, true>(ctx, a, wide, c, why)
+                     : launch_down_combine<decltype(fmt)::value, false>(ctx, a, wide, c, why);
+    });
+}
+
 // Fused expert MLPs on rows already on the device: expert e reads rows[e] rows of x_dev (exact: q,
 // sx) from row input_row[e] (nullptr: the next rows) and writes the next rows[e] rows of out. Three
 // launch stages whatever the number of experts: all gate and up projections, the hidden step, all
 // down projections (grouped where the vector path takes them, run_matmuls). Where the vector path
 // takes uniform gates and ups, the first two are one (enqueue_swiglu_pairs), and exact mode's
-// hidden step only quantizes h.
+// hidden step only quantizes h. With combine (down_combine_shape holds), the down launch also
+// combines the outputs into combine->y and out is not written.
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
                             const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *out,
-                            int numerics, MatmulPath path, std::string *why) {
+                            int numerics, MatmulPath path, const DownCombine *combine, std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const int64_t D = experts[0].gate->L.I, ldq_in = padded_inputs(D);
     // Hidden rows of expert e start at element h_off[e] (codes: hq_off[e]); F may differ per expert.
@@ -527,6 +606,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
                                             why));
         // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
         if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
+        if (combine) return enqueue_down_combine(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, exact, *combine, why);
         return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));
@@ -559,6 +639,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         }
         e = end;
     }
+    if (combine) return enqueue_down_combine(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, exact, *combine, why);
     return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
 }
 
@@ -575,21 +656,9 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
     return COLI_OK;
 }
 
-// The group from its staged activations already in b.x (exact: quantized here) up to b.y: the
-// routing table, the experts on their rows, the combine in call order.
-coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in,
-                                    std::string *why) {
-    int64_t total = 0;
-    for (int64_t r : c.rows) total += r;
-    const int64_t D = c.D;
-    const bool exact = c.numerics == COLI_NUMERICS_EXACT;
-    if (exact) {
-        const int64_t staged = in.staged_rows;
-        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(staged * padded_inputs(D)), "activation codes", why));
-        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)staged * sizeof(float), "activation scales", why));
-        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), staged, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
-    }
-    COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
+// The routed combination of the expert outputs in b.out into b.y, token by token in call order
+// (combine_kernel).
+coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, int64_t total, std::string *why) {
     // Routing as token -> rows in increasing row order (the call order), then the row weights
     // (RoutingTable, kernels_expert.cuh): in the launch's parameters when it fits, else one copy.
     const size_t entries = (size_t)c.n_tokens + 1 + 2 * (size_t)total;
@@ -612,14 +681,41 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
         COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, start, entries * sizeof(int), "copy routing table", why));
         rt.table = b.routing.as<int>();
     }
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((c.n_tokens * c.D + 255) / 256)), dim3(256),
+                               0, (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)c.D);
+    return COLI_OK;
+}
+
+// The group from its staged activations already in b.x (exact: quantized here) up to b.y: the
+// routing table, the experts on their rows, the combine in call order.
+coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in,
+                                    std::string *why) {
+    int64_t total = 0;
+    for (int64_t r : c.rows) total += r;
+    const int64_t D = c.D;
+    const bool exact = c.numerics == COLI_NUMERICS_EXACT;
+    if (exact) {
+        const int64_t staged = in.staged_rows;
+        COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(staged * padded_inputs(D)), "activation codes", why));
+        COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)staged * sizeof(float), "activation scales", why));
+        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), staged, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
+    }
     const size_t ny = (size_t)(c.n_tokens * D);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
-    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(),
-                                   b.x.as<float>(), exact ? b.q.as<int8_t>() : nullptr, exact ? b.sx.as<float>() : nullptr,
-                                   b.out.as<float>(), c.numerics, c.path, why));
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((ny + 255) / 256)), dim3(256), 0,
-                               (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)D);
-    return COLI_OK;
+    const float *x = b.x.as<float>();
+    const int8_t *q = exact ? b.q.as<int8_t>() : nullptr;
+    const float *sx = exact ? b.sx.as<float>() : nullptr;
+    // Decode (one token, one row per expert): the down launch combines (matvec_down_combine_kernel).
+    if (c.n_tokens == 1 && down_combine_shape(ctx, c.experts.data(), c.rows.data(), c.experts.size(), exact, c.path)) {
+        DownCombine combine{{}, b.y.as<float>()};
+        for (int64_t r = 0; r < total; ++r) combine.weights.w[r] = c.row_weight.empty() ? 1.0f : c.row_weight[(size_t)r];
+        return enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), x, q, sx,
+                               nullptr, c.numerics, c.path, &combine, why);
+    }
+    COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), x, q, sx,
+                                   b.out.as<float>(), c.numerics, c.path, nullptr, why));
+    return enqueue_combine(ctx, b, c, total, why);
 }
 
 // The whole group: the staged rows (pinned, or pageable for a synchronous caller) to the device,
@@ -807,7 +903,7 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
     const size_t ny = (size_t)(S * D) * sizeof(float);
     COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "output buffer", why));
     COLI_GPU_CHECK(enqueue_experts(ctx, b, &e, &S, 1, nullptr, b.x.as<float>(), b.q.as<int8_t>(), b.sx.as<float>(), b.y.as<float>(),
-                                   numerics, MatmulPath::automatic, why));
+                                   numerics, MatmulPath::automatic, nullptr, why));
     COLI_GPU_CHECK(copy_out(ctx, y, b.y.ptr, ny, "copy y to host", why));
     return sync(ctx, why);
 }

@@ -184,8 +184,9 @@ template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matm
 // max (32-lane shuffles, then across groups), scale sx, then codes v(i) * (1 / sx) for i < I and 0
 // up to ldq. Shared by quantize_rows_kernel and the hidden step (swiglu_quantize_kernel,
 // kernels_expert.cuh).
-template <class Value>
-__device__ inline void quantize_row_from_partial_max(float m, const Value &v, int I, int8_t *qr, int ldq, float *sx) {
+// The row's 1 / sx for every thread of the block from each thread's partial max; thread 0
+// stores sx.
+__device__ inline float block_row_inverse_scale(float m, float *sx) {
     __shared__ float group_max[kBlockThreads / kRowLanes];
     __shared__ float row_inv;
     for (int k = kRowLanes / 2; k > 0; k >>= 1) {
@@ -202,7 +203,12 @@ __device__ inline void quantize_row_from_partial_max(float m, const Value &v, in
         row_inv = coli_fdiv_rn(1.0f, s);
     }
     __syncthreads();
-    const float inv = row_inv;
+    return row_inv;
+}
+
+template <class Value>
+__device__ inline void quantize_row_from_partial_max(float m, const Value &v, int I, int8_t *qr, int ldq, float *sx) {
+    const float inv = block_row_inverse_scale(m, sx);
 #pragma unroll 8
     for (int i = threadIdx.x; i < ldq; i += kBlockThreads) qr[i] = i < I ? (int8_t)coli_act_code(v(i), inv) : 0;
 }
@@ -221,6 +227,38 @@ __global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const floa
         m = v > m ? v : m;
     }
     quantize_row_from_partial_max(m, [xr](int i) { return xr[i]; }, I, q + (size_t)blockIdx.x * ldq, ldq, sx + blockIdx.x);
+}
+
+// quantize_rows_kernel for rows of at most V * 1024 floats, I a multiple of 4 (ldq is a multiple
+// of 32): a thread loads its V float4s of the row at once (one round trip instead of a chain) and
+// keeps them in registers for the codes, which it stores four per word.
+template <int V>
+__global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(const float *x, int I, int8_t *q, int ldq,
+                                                                            float *sx) {
+    coli_release_dependents();
+    coli_wait_prior_grid();
+    const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * I);
+    const int n4 = I / 4, nq4 = ldq / 4;
+    float4 v[V];
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = threadIdx.x + k * kBlockThreads;
+        v[k] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float e[4] = {fabsf(v[k].x), fabsf(v[k].y), fabsf(v[k].z), fabsf(v[k].w)};
+        for (int j = 0; j < 4; ++j) m = e[j] > m ? e[j] : m;
+    }
+    const float inv = block_row_inverse_scale(m, sx + blockIdx.x);
+    int *qr = (int *)(q + (size_t)blockIdx.x * ldq);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = threadIdx.x + k * kBlockThreads;
+        if (i < n4) {
+            qr[i] = pack4(coli_act_code(v[k].x, inv), coli_act_code(v[k].y, inv), coli_act_code(v[k].z, inv),
+                          coli_act_code(v[k].w, inv));
+        }
+    }
+    for (int i = n4 + threadIdx.x; i < nq4; i += kBlockThreads) qr[i] = 0;
 }
 
 } // namespace coli::gpu

@@ -4,13 +4,15 @@
 // reference: src/ref/matmul_ref.cpp. Checked by src/tests/test_gpu.cpp (every path) and
 // coli-conformance's matmul and expert families.
 //
-// Layout: a block of 256 threads is 8 groups of 32 lanes; each group computes kVecRowsPerGroup
-// output rows, so every activation load serves two weight rows. A lane's unit is a "piece": the
+// Layout: a block of 256 threads is 8 groups of 32 lanes; each group computes R output rows
+// (kVecRowsPerGroup = 2 unless a kernel says otherwise), so every activation load serves R weight
+// rows. A lane's unit is a "piece": the
 // codes under one weight load per row, a narrow piece of 16 activation codes (exact) or 4 floats
 // (float), or 16 weight bytes ("wide": exact calls of at most 2 rows, vector_wide). Lane l takes
 // pieces l, l + 32, ..., so each load of the 32 lanes is one contiguous span, and U pieces per
-// lane are loaded before any is used (bytes in flight). Codes are unpacked into bytes in element
-// order ("biased": code + bias, every byte non-negative), then
+// lane and row (vec_pieces_in_flight unless a kernel says otherwise) are loaded before any is
+// used (bytes in flight). Codes are unpacked into bytes in element order ("biased": code + bias,
+// every byte non-negative), then
 //  - exact: turned into signed int8 lanes for dot4 against the activation codes; int32 sums are
 //    exact in any order and the contract's epilogue runs once per row (per group, in group order,
 //    for G4), so results are bit-identical to every other path;
@@ -93,16 +95,19 @@ template <int FMT> __device__ inline float float_code(unsigned u, int j) {
            (8388608.0f + (float)vec_bias<FMT>());
 }
 
-// The weight rows of a 32-lane group (kVecRowsPerGroup of them) and their scales ([ng] each).
-struct GroupRows {
-    const uint8_t *w[kVecRowsPerGroup];
-    const float *scales[kVecRowsPerGroup];
+// Pieces per lane and row loaded before any is used, unless a kernel says otherwise.
+COLI_HD constexpr int vec_pieces_in_flight(bool exact) { return exact ? 4 : 8; }
+
+// The R weight rows of a 32-lane group and their scales ([ng] each).
+template <int R> struct GroupRows {
+    const uint8_t *w[R];
+    const float *scales[R];
 };
 
-// Rows o0, o0 + 1 of problem p (clamped to the last row; the caller drops outputs past O).
-__device__ inline GroupRows consecutive_rows(const BatchArgs &a, const BatchProblem &p, int o0) {
-    GroupRows g;
-    for (int r = 0; r < kVecRowsPerGroup; ++r) {
+// Rows o0 .. o0 + R - 1 of problem p (clamped to the last row; the caller drops outputs past O).
+template <int R> __device__ inline GroupRows<R> consecutive_rows(const BatchArgs &a, const BatchProblem &p, int o0) {
+    GroupRows<R> g;
+    for (int r = 0; r < R; ++r) {
         const int o = min(o0 + r, a.O - 1);
         g.w[r] = p.w + (size_t)o * a.row_bytes;
         g.scales[r] = p.scales + (size_t)o * a.ng;
@@ -117,11 +122,11 @@ __device__ inline GroupRows consecutive_rows(const BatchArgs &a, const BatchProb
 // resolved once by the caller: read from the problem (a parameter-space reference with a runtime
 // index) inside the loop, they cost the H200 5% at decode and 28% in float mode at 4 rows
 // (measured at 2788509).
-template <int FMT, int ST, bool EXACT, bool WIDE>
-__device__ inline void matvec_rows(const BatchArgs &a, const GroupRows &rows, const int8_t *q, const float *sx, const float *x,
-                                   int n_s, int lane, float (&out)[kVecRowsPerGroup][ST]) {
-    constexpr int R = kVecRowsPerGroup, PIECE = vec_piece<FMT, EXACT, WIDE>(), WB = vec_weight_bytes<FMT, EXACT, WIDE>();
-    constexpr int NW = PIECE / 4, U = EXACT ? 4 : 8; // NW code words per piece, U pieces per lane in flight
+template <int FMT, int ST, bool EXACT, bool WIDE, int R, int U>
+__device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows, const int8_t *q, const float *sx, const float *x,
+                                   int n_s, int lane, float (&out)[R][ST]) {
+    constexpr int PIECE = vec_piece<FMT, EXACT, WIDE>(), WB = vec_weight_bytes<FMT, EXACT, WIDE>();
+    constexpr int NW = PIECE / 4; // NW code words per piece, U pieces per lane and row in flight
     const int pieces = a.row_bytes / WB;
     int row_of[ST]; // activation rows; rows past n_s repeat row 0
     for (int s = 0; s < ST; ++s) row_of[s] = s < n_s ? s : 0;
@@ -231,18 +236,19 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows &rows, co
 // kVecRowsPerBlock. Launched overlapped (coli_compat.h): a group's first weight loads are issued
 // before the wait for the kernel that writes the activations. (A persistent one-wave variant that
 // walked all pairs per group measured no faster at decode and slower at S = 4 on the H200.)
-template <int FMT, int ST, bool EXACT, bool WIDE>
+template <int FMT, int ST, bool EXACT, bool WIDE, int R = kVecRowsPerGroup, int U = vec_pieces_in_flight(EXACT)>
 __global__ void __launch_bounds__(kBlockThreads) matvec_kernel(BatchArgs a) {
     coli_release_dependents();
     const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
-    const int o0 = ((int)blockIdx.x - p.first_block) * kVecRowsPerBlock + (int)(threadIdx.x / kRowLanes) * kVecRowsPerGroup;
+    const int o0 = ((int)blockIdx.x - p.first_block) * kRowsPerBlock * R + (int)(threadIdx.x / kRowLanes) * R;
     if (s0 < p.S && o0 < a.O) {
-        float out[kVecRowsPerGroup][ST];
+        float out[R][ST];
         const int n_s = min(ST, p.S - s0);
-        matvec_rows<FMT, ST, EXACT, WIDE>(a, consecutive_rows(a, p, o0), EXACT ? p.q + (size_t)s0 * a.ldq : nullptr,
-                                          EXACT ? p.sx + s0 : nullptr, EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane, out);
-        for (int r = 0; r < kVecRowsPerGroup; ++r) {
+        matvec_rows<FMT, ST, EXACT, WIDE, R, U>(a, consecutive_rows<R>(a, p, o0), EXACT ? p.q + (size_t)s0 * a.ldq : nullptr,
+                                                EXACT ? p.sx + s0 : nullptr, EXACT ? nullptr : p.x + (size_t)s0 * a.I, n_s, lane,
+                                                out);
+        for (int r = 0; r < R; ++r) {
             for (int s = 0; s < n_s; ++s) {
                 if (lane == 0 && o0 + r < a.O) p.y[(size_t)(s0 + s) * a.O + o0 + r] = out[r][s];
             }
