@@ -1,5 +1,6 @@
 // Family "expert": the fused expert MLP, the expert group (synchronous and the async issue/take
-// pair) and tensor_update, through the C API against src/ref/expert_ref.cpp. Exact mode must be
+// pair; a decode step's one-token group, which a GPU runs with its down projections and combine in
+// one launch, kernels_matvec_expert.cuh) and tensor_update, through the C API against src/ref/expert_ref.cpp. Exact mode must be
 // bit-identical; float mode matches the CPU bits on the CPU and stays within NMSE on a GPU.
 #include "ref/expert_ref.h"
 #include "ref/matmul_ref.h"
@@ -108,6 +109,29 @@ void run_expert(const Context &ctx, Recorder &r) {
                 const bool ok = st == COLI_OK && judge(ctx, mode, want, got, &m);
                 r.record(ctx, "expert", tag + " group issue/take", params, m, ok ? "ok" : "fail", tm.ms(),
                          st ? coli_last_error() : "");
+            }
+            {   // decode: one token to top_k experts (its row repeated per expert, as an engine passes it)
+                std::vector<int64_t> d_rows(n_experts, 0), d_token;
+                std::vector<float> d_weight, d_x;
+                const std::vector<float> one = random_normal(static_cast<size_t>(D), ctx.seed + 11 + fmt);
+                for (int e = 0; e < n_experts; ++e)
+                    for (int j = 0; j < top_k; ++j)
+                        if ((3 * j) % n_experts == e) {
+                            d_rows[e] = 1;
+                            d_token.push_back(0);
+                            d_weight.push_back(1.0f / static_cast<float>(j + 2));
+                            d_x.insert(d_x.end(), one.begin(), one.end());
+                        }
+                std::vector<float> dw(static_cast<size_t>(D)), dg(dw.size(), std::nanf(""));
+                ref::expert_group(ref::matmul, md.views.data(), n_experts, d_rows.data(), d_x.data(), d_token.data(),
+                                  d_weight.data(), dw.data(), 1, mode);
+                Timer tm;
+                const coli_status st = coli_expert_group(md.experts.data(), n_experts, d_rows.data(), d_x.data(),
+                                                         d_token.data(), d_weight.data(), dg.data(), 1, mode);
+                const bool ok = st == COLI_OK && judge(ctx, mode, dw, dg, &m);
+                json p = params;
+                p["tokens"] = 1;
+                r.record(ctx, "expert", tag + " decode group", p, m, ok ? "ok" : "fail", tm.ms(), st ? coli_last_error() : "");
             }
             {   // the fused MLP of the first expert on its rows
                 std::vector<float> mw(static_cast<size_t>(rows[0] * D)), mg(mw.size(), std::nanf(""));
