@@ -54,6 +54,7 @@
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaMallocHost hipHostMalloc
 #define cudaFreeHost hipHostFree
+#define cudaHostGetDevicePointer hipHostGetDevicePointer
 #define cudaFuncSetAttribute hipFuncSetAttribute
 #define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define cudaEvent_t hipEvent_t

@@ -656,9 +656,9 @@ coli_status stage_input(DeviceContext &ctx, Scratch &b, const float *x, int64_t 
     return COLI_OK;
 }
 
-// The routed combination of the expert outputs in b.out into b.y, token by token in call order
+// The routed combination of the expert outputs in b.out into y, token by token in call order
 // (combine_kernel).
-coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, int64_t total, std::string *why) {
+coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, int64_t total, float *y, std::string *why) {
     // Routing as token -> rows in increasing row order (the call order), then the row weights
     // (RoutingTable, kernels_expert.cuh): in the launch's parameters when it fits, else one copy.
     const size_t entries = (size_t)c.n_tokens + 1 + 2 * (size_t)total;
@@ -682,13 +682,27 @@ coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, 
         rt.table = b.routing.as<int>();
     }
     COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel, dim3((unsigned)((c.n_tokens * c.D + 255) / 256)), dim3(256),
-                               0, (const float *)b.out.as<float>(), rt, b.y.as<float>(), (int)c.D);
+                               0, (const float *)b.out.as<float>(), rt, y, (int)c.D);
     return COLI_OK;
 }
 
-// The group from its staged activations already in b.x (exact: quantized here) up to b.y: the
-// routing table, the experts on their rows, the combine in call order.
-coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in,
+// Where a group's activations come from and its result goes (device addresses).
+struct GroupIO {
+    const float *x; // the staged rows [staged][D]
+    float *y;       // [n_tokens][D]
+};
+
+// A decode step's group: one token, its down projections and combine in one launch
+// (down_combine_shape).
+bool decode_group(const DeviceContext &ctx, const GroupCall &c) {
+    return c.n_tokens == 1 &&
+           down_combine_shape(ctx, c.experts.data(), c.rows.data(), c.experts.size(), c.numerics == COLI_NUMERICS_EXACT, c.path);
+}
+
+// The group from its staged activations at io.x (exact: quantized here) up to io.y: the experts
+// on their rows, the combine in call order (a decode group's in its down launch, others' through
+// the routing table).
+coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in, const GroupIO &io,
                                     std::string *why) {
     int64_t total = 0;
     for (int64_t r : c.rows) total += r;
@@ -698,35 +712,56 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
         const int64_t staged = in.staged_rows;
         COLI_GPU_CHECK(ensure_output(ctx, b.q, (size_t)(staged * padded_inputs(D)), "activation codes", why));
         COLI_GPU_CHECK(ensure_output(ctx, b.sx, (size_t)staged * sizeof(float), "activation scales", why));
-        COLI_GPU_CHECK(quantize_rows(ctx, b.x.as<float>(), staged, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
+        COLI_GPU_CHECK(quantize_rows(ctx, io.x, staged, D, b.q.as<int8_t>(), b.sx.as<float>(), why));
     }
-    const size_t ny = (size_t)(c.n_tokens * D);
-    COLI_GPU_CHECK(ensure_output(ctx, b.y, ny * sizeof(float), "group output", why));
-    const float *x = b.x.as<float>();
     const int8_t *q = exact ? b.q.as<int8_t>() : nullptr;
     const float *sx = exact ? b.sx.as<float>() : nullptr;
-    // Decode (one token, one row per expert): the down launch combines (matvec_down_combine_kernel).
-    if (c.n_tokens == 1 && down_combine_shape(ctx, c.experts.data(), c.rows.data(), c.experts.size(), exact, c.path)) {
-        DownCombine combine{{}, b.y.as<float>()};
+    if (decode_group(ctx, c)) {
+        DownCombine combine{{}, io.y};
         for (int64_t r = 0; r < total; ++r) combine.weights.w[r] = c.row_weight.empty() ? 1.0f : c.row_weight[(size_t)r];
-        return enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), x, q, sx,
+        return enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), io.x, q, sx,
                                nullptr, c.numerics, c.path, &combine, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.out, (size_t)(std::max<int64_t>(total, 1) * D) * sizeof(float), "expert outputs", why));
-    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), x, q, sx,
+    COLI_GPU_CHECK(enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), io.x, q, sx,
                                    b.out.as<float>(), c.numerics, c.path, nullptr, why));
-    return enqueue_combine(ctx, b, c, total, why);
+    return enqueue_combine(ctx, b, c, total, io.y, why);
 }
 
-// The whole group: the staged rows (pinned, or pageable for a synchronous caller) to the device,
-// the group, and with y_out the result copied back (asynchronously) into it.
+// The device address of pinned host memory (mapped into the device's address space).
+template <class T> coli_status mapped(T *host, T **dev, std::string *why) {
+    void *d = nullptr;
+    COLI_GPU_OP(cudaHostGetDevicePointer(&d, const_cast<void *>(static_cast<const void *>(host)), 0), "map pinned staging");
+    *dev = static_cast<T *>(d);
+    return COLI_OK;
+}
+
+// The whole group from the caller's pinned staging: staged_x holds the staged rows, y_host takes
+// the result. A decode group reads and writes the staging in place (zero-copy): exact mode's
+// quantization reads x from it and the down launch writes y into it, so neither copy is queued
+// (float mode still copies x: every block of the gate/up launch reads it). Other groups copy x in
+// and y out asynchronously.
 coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, const GroupInputs &in, const float *staged_x,
-                          float *y_out, std::string *why) {
-    const size_t nx = (size_t)(in.staged_rows * c.D) * sizeof(float);
-    COLI_GPU_CHECK(ensure(b.x, nx, "input buffer", why));
-    COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, staged_x, nx, "copy x to device", why));
-    COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, in, why));
-    if (y_out) COLI_GPU_CHECK(copy_out(ctx, y_out, b.y.ptr, (size_t)(c.n_tokens * c.D) * sizeof(float), "copy y to host", why));
+                          float *y_host, std::string *why) {
+    const bool exact = c.numerics == COLI_NUMERICS_EXACT, direct = decode_group(ctx, c);
+    const size_t nx = (size_t)(in.staged_rows * c.D) * sizeof(float), ny = (size_t)(c.n_tokens * c.D) * sizeof(float);
+    GroupIO io{nullptr, nullptr};
+    if (direct && exact) {
+        COLI_GPU_CHECK(mapped(staged_x, &io.x, why));
+    } else {
+        COLI_GPU_CHECK(ensure(b.x, nx, "input buffer", why));
+        COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, staged_x, nx, "copy x to device", why));
+        io.x = b.x.as<float>();
+    }
+    if (direct) {
+        if (g_poison) std::memset(y_host, 0xff, ny); // as ensure_output does to device outputs
+        COLI_GPU_CHECK(mapped(y_host, &io.y, why));
+    } else {
+        COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "group output", why));
+        io.y = b.y.as<float>();
+    }
+    COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, in, io, why));
+    if (!direct) COLI_GPU_CHECK(copy_out(ctx, y_host, b.y.ptr, ny, "copy y to host", why));
     return COLI_OK;
 }
 
