@@ -2,9 +2,11 @@
 // (kernels_matvec.cuh): a 32-lane group takes row o of the gate and of the up projection (one
 // activation load serves both) and writes h[o] = silu(g) * u, so the gate and up outputs never
 // leave the registers and the separate hidden step's launch is gone (float mode; exact mode still
-// quantizes h, with quantize_rows_kernel). CPU reference: src/ref/expert_ref.cpp (expert_mlp: the
-// same shared scalar functions in the same order). Checked by test_gpu.cpp's expert and group
-// tests (bit-exact in exact mode) and coli-conformance's expert family.
+// quantizes h, with quantize_rows_kernel). For a decode step's group, the down projections and the
+// routed combination are one launch too (matvec_down_combine_kernel). CPU reference:
+// src/ref/expert_ref.cpp (expert_mlp, expert_group: the same shared scalar functions in the same
+// order). Checked by test_gpu.cpp's expert and group tests (bit-exact in exact mode) and
+// coli-conformance's expert family (its decode group cases).
 #pragma once
 
 #include "coli_compat.h"
