@@ -479,23 +479,6 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
     return COLI_OK;
 }
 
-// The down projections of enqueue_experts: expert e's hidden rows start at h_off[e] (codes: hq_off[e],
-// scales: r0[e]), its outputs at out + r0[e] * D.
-coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
-                          const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off, const std::vector<int64_t> &hq_off,
-                          const float *h, const int8_t *hq, const float *hsx, float *out, int numerics, MatmulPath path,
-                          std::string *why) {
-    const bool exact = numerics == COLI_NUMERICS_EXACT;
-    const int64_t D = experts[0].gate->L.I;
-    std::vector<MatmulJob> jobs;
-    for (size_t e = 0; e < n_experts; ++e) {
-        if (rows[e] == 0) continue;
-        jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
-                        out + r0[e] * D, rows[e]});
-    }
-    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
-}
-
 // A one-token group's routed combination done by its down launch (matvec_down_combine_kernel):
 // the experts' row weights in call order, and y [D].
 struct DownCombine {
@@ -543,28 +526,39 @@ coli_status launch_down_combine(DeviceContext &ctx, const BatchArgs &a, bool wid
     }
 }
 
-// The down projections and the combination of a group down_combine_shape accepts (arguments as
-// enqueue_downs').
-coli_status enqueue_down_combine(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
-                                 const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
-                                 const std::vector<int64_t> &hq_off, const float *h, const int8_t *hq, const float *hsx,
-                                 bool exact, const DownCombine &c, std::string *why) {
-    const Layout *L = nullptr;
-    BatchArgs a{};
-    for (size_t e = 0; e < n_experts; ++e) {
-        if (rows[e] == 0) continue;
-        if (!L) {
-            L = &experts[e].down->L;
-            a = batch_args_for(*L);
-        }
-        a.p[a.n++] = BatchProblem{experts[e].down->weights.as<uint8_t>(), experts[e].down->scales.as<float>(),
-                                  exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e], nullptr, 1, 0};
+// The down projections and the combination of a group down_combine_shape accepts: the jobs
+// enqueue_downs built (their outputs unused), in call order.
+coli_status enqueue_down_combine(DeviceContext &ctx, const std::vector<MatmulJob> &jobs, bool exact, const DownCombine &c,
+                                 std::string *why) {
+    const Layout &L = jobs.front().t->L;
+    BatchArgs a = batch_args_for(L);
+    for (const MatmulJob &j : jobs) {
+        a.p[a.n++] = BatchProblem{j.t->weights.as<uint8_t>(), j.t->scales.as<float>(), j.q, j.sx, j.x, nullptr, (int)j.S, 0};
     }
-    const bool wide = vector_wide(*L, exact, 1);
-    return with_vector_format(L->fmt, [&](auto fmt) {
+    const bool wide = vector_wide(L, exact, 1);
+    return with_vector_format(L.fmt, [&](auto fmt) {
         return exact ? launch_down_combine<decltype(fmt)::value, true>(ctx, a, wide, c, why)
                      : launch_down_combine<decltype(fmt)::value, false>(ctx, a, wide, c, why);
     });
+}
+
+// The down projections of enqueue_experts: expert e's hidden rows start at h_off[e] (codes: hq_off[e],
+// scales: r0[e]), its outputs at out + r0[e] * D; with combine (down_combine_shape holds), one
+// launch that combines them into combine->y instead, out unused.
+coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
+                          const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off, const std::vector<int64_t> &hq_off,
+                          const float *h, const int8_t *hq, const float *hsx, float *out, int numerics, MatmulPath path,
+                          const DownCombine *combine, std::string *why) {
+    const bool exact = numerics == COLI_NUMERICS_EXACT;
+    const int64_t D = experts[0].gate->L.I;
+    std::vector<MatmulJob> jobs;
+    for (size_t e = 0; e < n_experts; ++e) {
+        if (rows[e] == 0) continue;
+        jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
+                        out ? out + r0[e] * D : nullptr, rows[e]});
+    }
+    if (combine) return enqueue_down_combine(ctx, jobs, exact, *combine, why);
+    return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
 }
 
 // Fused expert MLPs on rows already on the device: expert e reads rows[e] rows of x_dev (exact: q,
@@ -606,8 +600,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
                                             why));
         // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
         if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
-        if (combine) return enqueue_down_combine(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, exact, *combine, why);
-        return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
+        return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, combine, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));
     COLI_GPU_CHECK(ensure_output(ctx, b.up, (size_t)hidden * sizeof(float), "up buffer", why));
@@ -639,8 +632,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         }
         e = end;
     }
-    if (combine) return enqueue_down_combine(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, exact, *combine, why);
-    return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, why);
+    return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, combine, why);
 }
 
 // Copies x (pinned or pageable) to the device and quantizes it when exact.
@@ -686,10 +678,12 @@ coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, 
     return COLI_OK;
 }
 
-// Where a group's activations come from and its result goes (device addresses).
+// Where a group's activations come from and its result goes (device addresses), and whether it
+// is a decode group (decode_group, decided once per call).
 struct GroupIO {
     const float *x; // the staged rows [staged][D]
     float *y;       // [n_tokens][D]
+    bool decode;
 };
 
 // A decode step's group: one token, its down projections and combine in one launch
@@ -716,7 +710,7 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     }
     const int8_t *q = exact ? b.q.as<int8_t>() : nullptr;
     const float *sx = exact ? b.sx.as<float>() : nullptr;
-    if (decode_group(ctx, c)) {
+    if (io.decode) {
         DownCombine combine{{}, io.y};
         for (int64_t r = 0; r < total; ++r) combine.weights.w[r] = c.row_weight.empty() ? 1.0f : c.row_weight[(size_t)r];
         return enqueue_experts(ctx, b, c.experts.data(), c.rows.data(), c.experts.size(), in.staged_row.data(), io.x, q, sx,
@@ -745,7 +739,7 @@ coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, co
                           float *y_host, std::string *why) {
     const bool exact = c.numerics == COLI_NUMERICS_EXACT, direct = decode_group(ctx, c);
     const size_t nx = (size_t)(in.staged_rows * c.D) * sizeof(float), ny = (size_t)(c.n_tokens * c.D) * sizeof(float);
-    GroupIO io{nullptr, nullptr};
+    GroupIO io{nullptr, nullptr, direct};
     if (direct && exact) {
         COLI_GPU_CHECK(mapped(staged_x, &io.x, why));
     } else {

@@ -119,7 +119,7 @@ coli_status time_expert_group(const GroupCall &call, const float *x, float *y, i
     COLI_GPU_CHECK(ensure(b.x, nx, "input buffer", why));
     COLI_GPU_CHECK(copy_in(ctx, b.x.ptr, staged.data(), nx, "copy x to device", why));
     COLI_GPU_CHECK(ensure(b.y, (size_t)(call.n_tokens * call.D) * sizeof(float), "group output", why));
-    const GroupIO io{b.x.as<float>(), b.y.as<float>()};
+    const GroupIO io{b.x.as<float>(), b.y.as<float>(), decode_group(ctx, call)};
     return timed(ctx, iterations, seconds, why, [&]() -> coli_status { return enqueue_group_on_device(ctx, b, call, in, io, why); });
 }
 
