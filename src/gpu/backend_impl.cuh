@@ -44,6 +44,18 @@ coli_status select_device(int ordinal, std::string *why) {
     return COLI_OK;
 }
 
+#if COLI_NV_TENSOR_CORE_PATHS
+// The tiled kernels' shared memory exceeds the default 48 KB; each device is told once.
+coli_status allow_tile_smem(std::string *why) {
+    const auto allow = [](auto kernel, int bytes) { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); };
+    COLI_GPU_OP(allow(mma_exact_tiled_kernel<kQ4, 64>, tile_smem_bytes<64>()), "tiled kernel shared memory");
+    COLI_GPU_OP(allow(mma_exact_tiled_kernel<kQ4, 128>, tile_smem_bytes<128>()), "tiled kernel shared memory");
+    COLI_GPU_OP(allow(mma_exact_tiled_kernel<kG4, 64>, tile_smem_bytes<64>()), "tiled kernel shared memory");
+    COLI_GPU_OP(allow(mma_exact_tiled_kernel<kG4, 128>, tile_smem_bytes<128>()), "tiled kernel shared memory");
+    return COLI_OK;
+}
+#endif // COLI_NV_TENSOR_CORE_PATHS
+
 // Does this device run the compiled tensor-core bodies? (Never trust the flag alone: a target
 // built without them has empty kernels.)
 coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *why) {
@@ -62,6 +74,9 @@ coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *wh
                 "tensor-core probe read");
     COLI_GPU_OP(cudaStreamSynchronize(ctx.stream), "tensor-core probe sync");
     *usable = compiled == 1;
+#if COLI_NV_TENSOR_CORE_PATHS
+    if (*usable) COLI_GPU_CHECK(allow_tile_smem(why));
+#endif // COLI_NV_TENSOR_CORE_PATHS
     return COLI_OK;
 }
 
@@ -129,7 +144,7 @@ bool tensor_core_shape(const Layout &L, bool exact) {
 bool tensor_cores_for(const DeviceContext &ctx, bool exact) { return ctx.tensor_cores && (exact || ctx.w4a16); }
 
 // Exact tensor-core calls batch into the tiled kernel when whole 16-byte pieces tile the rows.
-bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0; }
+bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0 && L.I <= kTileMaxInputs; }
 
 // Exact G4 on the vector-load kernels: a scale group spans gs / piece lanes, a power of two up to
 // 32, so its sum is finished by shuffles within those lanes.
@@ -307,13 +322,25 @@ template <class F> coli_status with_vector_format(int fmt, F f) {
     }
 }
 
-template <int FMT> coli_status launch_tiled(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
-    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kTileM - 1) / kTileM));
-    COLI_GPU_LAUNCH("mma_exact_tiled_kernel", mma_exact_tiled_kernel<FMT><<<grid, kTileThreads, 0, stream>>>(a));
+template <int FMT, int BM> coli_status launch_tiled_rows(const BatchArgs &a, int blocks, int64_t max_S, cudaStream_t stream, std::string *why) {
+    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + BM - 1) / BM));
+    COLI_GPU_LAUNCH("mma_exact_tiled_kernel",
+                    mma_exact_tiled_kernel<FMT, BM><<<grid, kTileThreads, tile_smem_bytes<BM>(), stream>>>(a));
     return COLI_OK;
+}
+#endif // COLI_NV_TENSOR_CORE_PATHS
+
+// 128-row tiles halve the weight tiles' reloads, but only pay while they still give every
+// multiprocessor a block (a 2048 x 6144 matrix at 512 rows has 64 of them: 64-row tiles win).
+template <int FMT>
+coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+#if COLI_NV_TENSOR_CORE_PATHS
+    const bool tall = (int64_t)a.n * blocks * ((max_S + 127) / 128) >= ctx.multiprocessors;
+    return tall ? launch_tiled_rows<FMT, 128>(a, blocks, max_S, ctx.stream, why)
+                : launch_tiled_rows<FMT, 64>(a, blocks, max_S, ctx.stream, why);
 #else
-    (void)a, (void)blocks, (void)max_S, (void)stream;
+    (void)ctx, (void)a, (void)blocks, (void)max_S;
     *why = "tensor-core kernels are not part of this build";
     return COLI_ERR_UNSUPPORTED;
 #endif // COLI_NV_TENSOR_CORE_PATHS
@@ -377,8 +404,8 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             max_S = std::max(max_S, j.S);
         }
         if (tiled) {
-            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_tiled<kQ4>(a, blocks, max_S, ctx.stream, why)
-                                                   : launch_tiled<kG4>(a, blocks, max_S, ctx.stream, why));
+            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_tiled<kQ4>(ctx, a, blocks, max_S, why)
+                                                   : launch_tiled<kG4>(ctx, a, blocks, max_S, why));
             continue;
         }
         const bool wide = vector_wide(L, exact, max_S);

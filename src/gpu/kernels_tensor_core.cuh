@@ -21,9 +21,11 @@ namespace coli::gpu {
 constexpr int kTcWarps = 4;
 constexpr int kTcMinRows = 16; // automatic selection uses the tensor cores from this S on
 
-// Tiles of the tiled exact kernel (below; the host sizes its grid from them).
-constexpr int kTileM = 64, kTileN = 128, kTileK = 64, kTileStride = 80;
-constexpr int kTileThreads = 256;
+// Tiles of the tiled exact kernel (below; the host sizes its grid and shared memory from them).
+constexpr int kTileN = 128, kTileK = 128, kTileStages = 3, kTileThreads = 256;
+constexpr int kTileStrideA = kTileK + 32, kTileStrideB = kTileK / 2 + 16; // padded rows, bytes
+// Inputs up to which 16 x an exact row sum (|code x 16 (code - 8)| <= 127 x 128) fits in int32.
+constexpr int64_t kTileMaxInputs = 2147483647 / (127 * 128);
 
 // Writes 1 where this target has the tensor-core bodies compiled in, 0 where they are empty.
 __global__ void tc_probe_kernel(int *compiled) { *compiled = COLI_HAS_NV_TENSOR_CORES; }
@@ -111,121 +113,139 @@ template <int FMT> __global__ void __launch_bounds__(32 * kTcWarps) mma_w4a16_ke
 }
 
 // ---- tiled exact kernel for prefill: a batch of Q4/G4 matrices, shared-memory tiles ----------
-// A block computes 64 activation rows x 128 output rows of one problem; 8 warps as 2 (rows) x 4
-// (outputs), each a 32 x 32 tile of 2 x 4 m16n8k32 int8 mma. K advances 64 codes per step:
-// activation codes (64 x 64 bytes) and weights (128 rows x 32 packed bytes, unpacked once to
-// int8 codes on the way into shared memory, so no warp decodes twice) are loaded into registers
-// for step k+1 while step k computes (double-buffered shared memory, one barrier per step).
-// Rows are padded to 80 bytes: the fragment loads of a warp (8 rows x 4 words) hit 32 banks.
-// Integer sums are exact; the epilogue is the contract's (per group, in order, for G4), so results
-// are bit-identical to every other path. Needs row bytes a multiple of 16 (tiled_shape()).
+// A block computes BM activation rows (64 or 128) x 128 output rows of one problem; 8 warps as
+// 2 (rows) x 4 (outputs), each a BM/2 x 32 tile of m16n8k32 int8 mma. K advances 128 codes per
+// stage; activation codes and packed weights go global -> shared by cp.async, kTileStages stages
+// in flight, and each warp unpacks the weight words it multiplies (4 instructions per word).
+//
+// K order inside each 32-code mma step: the sum over k is order-free (integers), so thread t
+// feeds both operands codes 8t..8t+7 of the step (the PTX layout says 4t..4t+3 and 16+4t..): its
+// activation pair is one 8-byte load and its weights one packed 4-byte word. Weights enter as
+// 16 x (code - 8) (unpack_q4_sixteenths), so every sum is 16 x the true one and is shifted back
+// exactly before the contract's epilogue (per group, in order, for G4): results are bit-identical
+// to every other path. Limits (tiled_shape()): row bytes a multiple of 16, I small enough that
+// 16 x the sum fits in int32.
+//
+// Shared-memory rows are padded so fragment loads hit distinct banks: activation rows 160 bytes
+// (a half-warp's 8-byte loads cover 4 rows x 32 bytes), weight rows 80 bytes (8 rows x 16 bytes).
 
-// 16 packed Q4 bytes (32 codes) -> 32 signed int8 codes in element order.
-__device__ inline void unpack_q4_codes(const uint4 raw, int4 (&out)[2]) {
-    const unsigned r[4] = {raw.x, raw.y, raw.z, raw.w};
-    unsigned w[8];
-    for (int k = 0; k < 4; ++k) {
-        const unsigned lo = r[k] & 0x0f0f0f0fu, hi = (r[k] >> 4) & 0x0f0f0f0fu;
-        // nibble n (code n - 8) -> (n + 0x78) ^ 0x80 = n - 8 in two's complement, per byte
-        w[2 * k] = (coli_byte_perm(lo, hi, 0x5140) + 0x78787878u) ^ 0x80808080u;
-        w[2 * k + 1] = (coli_byte_perm(lo, hi, 0x7362) + 0x78787878u) ^ 0x80808080u;
-    }
-    out[0] = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-    out[1] = make_int4((int)w[4], (int)w[5], (int)w[6], (int)w[7]);
+// One packed word (byte j: code 2j in the low nibble, 2j+1 in the high) -> codes 0..3 and 4..7 as
+// int8 lanes holding 16 x (code - 8): a nibble with its top bit flipped is the 4-bit two's
+// complement of code - 8, and in a byte's high nibble it reads as 16 times that.
+__device__ inline void unpack_q4_sixteenths(unsigned packed, int (&b)[2]) {
+    const unsigned odd = (packed ^ 0x80808080u) & 0xf0f0f0f0u;         // codes 1, 3, 5, 7
+    const unsigned even = ((packed << 4) ^ 0x80808080u) & 0xf0f0f0f0u; // codes 0, 2, 4, 6
+    b[0] = (int)coli_byte_perm(even, odd, 0x5140);
+    b[1] = (int)coli_byte_perm(even, odd, 0x7362);
 }
 
-template <int FMT> __global__ void __launch_bounds__(kTileThreads) mma_exact_tiled_kernel(BatchArgs a) {
+template <int BM> COLI_HD constexpr int tile_stage_bytes() { return BM * kTileStrideA + kTileN * kTileStrideB; }
+template <int BM> COLI_HD constexpr int tile_smem_bytes() { return kTileStages * tile_stage_bytes<BM>(); }
+
+template <int FMT, int BM>
+__global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) mma_exact_tiled_kernel(BatchArgs a) {
 #if COLI_HAS_NV_TENSOR_CORES
-    __shared__ __align__(16) uint8_t smem_a[2][kTileM * kTileStride];
-    __shared__ __align__(16) uint8_t smem_b[2][kTileN * kTileStride];
+    extern __shared__ __align__(16) uint8_t tile_smem[];
+    constexpr int MI = BM / 32; // 16-row mma tiles per warp
+    constexpr int A_BYTES = BM * kTileStrideA, STAGE_BYTES = tile_stage_bytes<BM>();
+    constexpr int A_PIECES = BM * 8 / kTileThreads, B_PIECES = kTileN * 4 / kTileThreads; // per thread and stage
     const BatchProblem &p = batch_problem(a);
-    const int s0 = blockIdx.y * kTileM;
+    const int s0 = blockIdx.y * BM;
     if (s0 >= p.S) return;
     const int o0 = ((int)blockIdx.x - p.first_block) * kTileN;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int wm = warp / 4, wn = warp % 4;
-
-    // This thread's loads: one 16-byte piece of activation codes and one of packed weights.
-    const int a_row = tid / 4, a_col = (tid % 4) * 16;
-    const int b_row = tid / 2, b_col = (tid % 2) * 16; // packed bytes within the step's 32
-    const bool a_live = s0 + a_row < p.S, b_live = o0 + b_row < a.O;
-    const int8_t *a_src = p.q + (size_t)(a_live ? s0 + a_row : 0) * a.ldq;
-    const uint8_t *b_src = p.w + (size_t)(b_live ? o0 + b_row : 0) * a.row_bytes;
     const int steps = (a.ldq + kTileK - 1) / kTileK;
-    int4 a_reg;
-    uint4 b_reg;
-    auto load = [&](int step) {
-        const int ka = step * kTileK + a_col, kb = step * (kTileK / 2) + b_col;
-        a_reg = a_live && ka < a.ldq ? *(const int4 *)(a_src + ka) : make_int4(0, 0, 0, 0);
-        b_reg = b_live && kb < a.row_bytes ? *(const uint4 *)(b_src + kb) : make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
-    };
-    auto store = [&](int buf) {
-        *(int4 *)(smem_a[buf] + a_row * kTileStride + a_col) = a_reg;
-        int4 codes[2];
-        unpack_q4_codes(b_reg, codes);
-        *(int4 *)(smem_b[buf] + b_row * kTileStride + 2 * b_col) = codes[0];
-        *(int4 *)(smem_b[buf] + b_row * kTileStride + 2 * b_col + 16) = codes[1];
+
+    // A stage: BM rows x 8 pieces of 16 activation bytes, then 128 rows x 4 pieces of packed
+    // weights. This thread copies rows a_row + 32j and b_row + 64j of them; pieces past the data
+    // are zero-filled (their products meet zero activation codes) and read nothing.
+    const int a_row = tid / 8, a_col = (tid % 8) * 16, b_row = tid / 4, b_col = (tid % 4) * 16;
+    const int8_t *a_src = p.q + (size_t)(s0 + a_row) * a.ldq + a_col;
+    const uint8_t *b_src = p.w + (size_t)(o0 + b_row) * a.row_bytes + b_col;
+    const int a_rows_left = p.S - s0 - a_row, b_rows_left = a.O - o0 - b_row;
+    auto load_stage = [&](int step, int buf) {
+        uint8_t *sa = tile_smem + buf * STAGE_BYTES + a_row * kTileStrideA + a_col;
+        uint8_t *sb = tile_smem + buf * STAGE_BYTES + A_BYTES + b_row * kTileStrideB + b_col;
+        const int ka = step * kTileK, kb = step * (kTileK / 2);
+#pragma unroll
+        for (int j = 0; j < A_PIECES; ++j) {
+            const bool live = 32 * j < a_rows_left && ka + a_col < a.ldq;
+            coli_cp_async16(sa + 32 * j * kTileStrideA, live ? a_src + (size_t)32 * j * a.ldq + ka : (const int8_t *)p.q, live);
+        }
+#pragma unroll
+        for (int j = 0; j < B_PIECES; ++j) {
+            const bool live = 64 * j < b_rows_left && kb + b_col < a.row_bytes;
+            coli_cp_async16(sb + 64 * j * kTileStrideB, live ? b_src + (size_t)64 * j * a.row_bytes + kb : p.w, live);
+        }
     };
 
-    int acc[2][4][4];
-    float tsum[2][4][4];
-    for (int mi = 0; mi < 2; ++mi)
+    int acc[MI][4][4];
+    float tsum[MI][4][4]; // G4: the contract's running float sum over finished groups
+    for (int mi = 0; mi < MI; ++mi)
         for (int ni = 0; ni < 4; ++ni)
             for (int e = 0; e < 4; ++e) {
                 acc[mi][ni][e] = 0;
                 tsum[mi][ni][e] = 0.0f;
             }
-    load(0);
-    store(0);
-    __syncthreads();
+    for (int s = 0; s < kTileStages - 1; ++s) {
+        if (s < steps) load_stage(s, s);
+        coli_cp_async_commit();
+    }
+    // This thread's fragment words within a stage (the mma tile and k step add constants).
+    const int a_frag = (wm * (BM / 2) + g) * kTileStrideA + 8 * t;
+    const int b_frag = A_BYTES + (wn * 32 + g) * kTileStrideB + 4 * t;
+    int buf = 0, next_buf = kTileStages - 1;
     for (int step = 0; step < steps; ++step) {
-        const int buf = step & 1;
-        if (step + 1 < steps) load(step + 1);
+        coli_cp_async_wait<kTileStages - 2>(); // this stage's pieces have landed ...
+        __syncthreads();                       // ... for every thread, and the previous stage is consumed
+        if (step + kTileStages - 1 < steps) load_stage(step + kTileStages - 1, next_buf);
+        coli_cp_async_commit();
+        next_buf = next_buf == kTileStages - 1 ? 0 : next_buf + 1;
+        const uint8_t *sa = tile_smem + buf * STAGE_BYTES + a_frag, *sb = tile_smem + buf * STAGE_BYTES + b_frag;
+        buf = buf == kTileStages - 1 ? 0 : buf + 1;
+        // A tail step past ldq multiplies zero-filled codes: only G4's group bookkeeping must stop.
+#pragma unroll
         for (int kk = 0; kk < kTileK / 32; ++kk) {
-            const int k_end = step * kTileK + kk * 32 + 32; // codes consumed after this mma step
-            if (k_end - 32 >= a.ldq) break;
-            int af[2][4], bf[4][2];
-            for (int mi = 0; mi < 2; ++mi) {
-                const uint8_t *base = smem_a[buf] + (wm * 32 + mi * 16 + g) * kTileStride + kk * 32 + 4 * t;
-                af[mi][0] = *(const int *)base;
-                af[mi][1] = *(const int *)(base + 8 * kTileStride);
-                af[mi][2] = *(const int *)(base + 16);
-                af[mi][3] = *(const int *)(base + 8 * kTileStride + 16);
+            int af[MI][4], bf[4][2];
+            for (int mi = 0; mi < MI; ++mi) {
+                const int2 top = *(const int2 *)(sa + mi * 16 * kTileStrideA + kk * 32);
+                const int2 bottom = *(const int2 *)(sa + (mi * 16 + 8) * kTileStrideA + kk * 32);
+                af[mi][0] = top.x;
+                af[mi][1] = bottom.x;
+                af[mi][2] = top.y;
+                af[mi][3] = bottom.y;
             }
-            for (int ni = 0; ni < 4; ++ni) {
-                const uint8_t *base = smem_b[buf] + (wn * 32 + ni * 8 + g) * kTileStride + kk * 32 + 4 * t;
-                bf[ni][0] = *(const int *)base;
-                bf[ni][1] = *(const int *)(base + 16);
-            }
-            for (int mi = 0; mi < 2; ++mi)
+            for (int ni = 0; ni < 4; ++ni) unpack_q4_sixteenths(*(const unsigned *)(sb + ni * 8 * kTileStrideB + kk * 16), bf[ni]);
+            for (int mi = 0; mi < MI; ++mi)
                 for (int ni = 0; ni < 4; ++ni) coli_mma_s8_16x8x32(acc[mi][ni], af[mi], bf[ni]);
-            if (FMT == kG4 && (k_end % a.gs == 0 || k_end >= a.ldq)) { // the group ends: t = t + acc * scale
+            const int k_end = step * kTileK + kk * 32 + 32; // codes consumed after this mma step
+            if (FMT == kG4 && k_end - 32 < a.ldq && (k_end % a.gs == 0 || k_end >= a.ldq)) { // a group ends: t = t + acc * scale
                 const int grp = (k_end - 32) / a.gs;
                 for (int ni = 0; ni < 4; ++ni) {
                     for (int c = 0; c < 2; ++c) {
                         const int o = o0 + wn * 32 + ni * 8 + 2 * t + c;
                         const float scale = o < a.O && grp < a.ng ? p.scales[(size_t)o * a.ng + grp] : 0.0f;
-                        for (int mi = 0; mi < 2; ++mi) {
+                        for (int mi = 0; mi < MI; ++mi) {
                             for (int h = 0; h < 2; ++h) {
-                                tsum[mi][ni][2 * h + c] = coli_exact_group_step(tsum[mi][ni][2 * h + c], acc[mi][ni][2 * h + c], scale);
-                                acc[mi][ni][2 * h + c] = 0;
+                                int &sum = acc[mi][ni][2 * h + c];
+                                tsum[mi][ni][2 * h + c] = coli_exact_group_step(tsum[mi][ni][2 * h + c], sum >> 4, scale);
+                                sum = 0;
                             }
                         }
                     }
                 }
             }
         }
-        if (step + 1 < steps) store(buf ^ 1);
-        __syncthreads();
     }
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
         for (int ni = 0; ni < 4; ++ni) {
             for (int e = 0; e < 4; ++e) {
-                const int s = s0 + wm * 32 + mi * 16 + g + (e >= 2 ? 8 : 0);
+                const int s = s0 + wm * (BM / 2) + mi * 16 + g + (e >= 2 ? 8 : 0);
                 const int o = o0 + wn * 32 + ni * 8 + 2 * t + (e & 1);
                 if (s >= p.S || o >= a.O) continue;
                 p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[mi][ni][e], p.sx[s])
-                                                      : coli_exact_row_output(acc[mi][ni][e], p.scales[o], p.sx[s]);
+                                                      : coli_exact_row_output(acc[mi][ni][e] >> 4, p.scales[o], p.sx[s]);
             }
         }
     }
