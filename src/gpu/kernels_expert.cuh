@@ -38,11 +38,39 @@ __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const fl
     quantize_row_from_partial_max(m, [hr](int i) { return hr[i]; }, F, q + row * ldq, ldq, sx + row);
 }
 
+// swiglu_quantize_kernel for F of at most V * 1024 with F % 4 == 0: a thread loads its V float4s
+// of the gate and up rows at once and keeps h in registers for the codes (quantize_held_row).
+template <int V>
+__global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_short_kernel(const float *g, const float *u, float *h, int F,
+                                                                              int8_t *q, int ldq, float *sx) {
+    coli_release_dependents();
+    coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
+    const size_t row = blockIdx.x;
+    const float4 *gr = (const float4 *)(g + row * F), *ur = (const float4 *)(u + row * F);
+    float4 *hr = (float4 *)(h + row * F);
+    const int n4 = F / 4;
+    float4 v[V];
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = threadIdx.x + k * kBlockThreads;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < n4) {
+            const float4 a = gr[i], b = ur[i];
+            v[k] = make_float4(coli_swiglu(a.x, b.x), coli_swiglu(a.y, b.y), coli_swiglu(a.z, b.z), coli_swiglu(a.w, b.w));
+            hr[i] = v[k];
+        }
+        m = max_abs4(v[k], m);
+    }
+    quantize_held_row<V>(v, m, n4, ldq, q + row * ldq, sx + row);
+}
+
 // An expert group's routing for the combine, [start: n_tokens + 1][rows: total][weights: total]:
 // token tok's rows are rows[start[tok] .. start[tok + 1]) in increasing row order (the call
 // order), weights[r] is row r's weight (float bits). A decode step's table (a few dozen words)
 // travels in the launch's parameters; a larger one is copied to the device first.
 constexpr int kInlineRoutingWords = 512;
+constexpr int kCombineThreads = 256;
 
 struct RoutingTable {
     const int *table; // the device copy, or nullptr: the table is `words`
@@ -52,33 +80,56 @@ struct RoutingTable {
 
 __device__ inline int routing_word(const RoutingTable &r, int k) { return r.table ? r.table[k] : r.words[k]; }
 
+// V consecutive floats of a row (V = 4: one 16-byte load; the caller guarantees the alignment).
+template <int V> struct Columns {
+    float v[V];
+};
+template <int V> __device__ inline Columns<V> load_columns(const float *p) {
+    Columns<V> c;
+    for (int k = 0; k < V; ++k) c.v[k] = p[k];
+    return c;
+}
+template <> __device__ inline Columns<4> load_columns<4>(const float *p) {
+    const float4 f = *(const float4 *)p;
+    return Columns<4>{{f.x, f.y, f.z, f.w}};
+}
+template <int V> __device__ inline void store_columns(float *p, const float (&t)[V]) {
+    for (int k = 0; k < V; ++k) p[k] = t[k];
+}
+template <> __device__ inline void store_columns<4>(float *p, const float (&t)[4]) { *(float4 *)p = make_float4(t[0], t[1], t[2], t[3]); }
+
 // y[tok][d] from the expert outputs out [rows][D]: +0, then for each row routed to tok in call
 // order y = y + weight[r] * out[r][d], the product rounded, then added: the reference's order
-// exactly. Up to 8 rows' loads are issued before their sums (the sums stay in order).
-__global__ void combine_kernel(const float *out, RoutingTable rt, float *y, int D) {
+// exactly. Block (tok, c) covers columns of one token, so the routing words it reads are the
+// same for every thread; a thread sums V consecutive columns (V = 4 where D % 4 == 0) and issues
+// up to 8 rows' loads before their sums (the sums stay in order).
+template <int V> __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const float *out, RoutingTable rt, float *y, int D) {
     coli_release_dependents();
     coli_wait_prior_grid(); // launched overlapped (coli_compat.h)
-    const size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= (size_t)rt.n_tokens * D) return;
-    const int tok = (int)(k / D), d = (int)(k % D);
+    const int tok = blockIdx.x, d = ((int)blockIdx.y * kCombineThreads + (int)threadIdx.x) * V;
+    if (d >= D) return;
     const int j_end = routing_word(rt, tok + 1);
-    float t = 0.0f;
+    float t[V];
+    for (int k = 0; k < V; ++k) t[k] = 0.0f;
     for (int j = routing_word(rt, tok); j < j_end; j += 8) {
-        float v[8], w[8];
+        Columns<V> v[8];
+        float w[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
             if (j + u < j_end) {
                 const int r = routing_word(rt, rt.n_tokens + 1 + j + u);
-                v[u] = out[(size_t)r * D + d];
+                v[u] = load_columns<V>(out + (size_t)r * D + d);
                 w[u] = coli_float_from_bits((unsigned)routing_word(rt, rt.n_tokens + 1 + rt.total + r));
             }
         }
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
-            if (j + u < j_end) t = coli_fadd_rn(t, coli_fmul_rn(w[u], v[u]));
+            if (j + u < j_end) {
+                for (int k = 0; k < V; ++k) t[k] = coli_fadd_rn(t[k], coli_fmul_rn(w[u], v[u].v[k]));
+            }
         }
     }
-    y[k] = t;
+    store_columns<V>(y + (size_t)tok * D + d, t);
 }
 
 __global__ void invalid_launch_probe_kernel(int *p) {

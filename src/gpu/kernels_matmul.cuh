@@ -229,27 +229,18 @@ __global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const floa
     quantize_row_from_partial_max(m, [xr](int i) { return xr[i]; }, I, q + (size_t)blockIdx.x * ldq, ldq, sx + blockIdx.x);
 }
 
-// quantize_rows_kernel for rows of at most V * 1024 floats, I a multiple of 4 (ldq is a multiple
-// of 32): a thread loads its V float4s of the row at once (one round trip instead of a chain) and
-// keeps them in registers for the codes, which it stores four per word.
-template <int V>
-__global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(const float *x, int I, int8_t *q, int ldq,
-                                                                            float *sx) {
-    coli_release_dependents();
-    coli_wait_prior_grid();
-    const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * I);
-    const int n4 = I / 4, nq4 = ldq / 4;
-    float4 v[V];
-    float m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-        const int i = threadIdx.x + k * kBlockThreads;
-        v[k] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float e[4] = {fabsf(v[k].x), fabsf(v[k].y), fabsf(v[k].z), fabsf(v[k].w)};
-        for (int j = 0; j < 4; ++j) m = e[j] > m ? e[j] : m;
-    }
-    const float inv = block_row_inverse_scale(m, sx + blockIdx.x);
-    int *qr = (int *)(q + (size_t)blockIdx.x * ldq);
+// A row held in registers, V float4s per thread (elements 4i..4i+3 of i = threadIdx.x + k x
+// kBlockThreads; past the row: zeros), n4 = I / 4 of them in all: its codes from each thread's
+// partial max m, stored four per word, and zeros up to ldq (a multiple of 32).
+__device__ inline float max_abs4(float4 v, float m) {
+    const float e[4] = {fabsf(v.x), fabsf(v.y), fabsf(v.z), fabsf(v.w)};
+    for (int j = 0; j < 4; ++j) m = e[j] > m ? e[j] : m;
+    return m;
+}
+
+template <int V> __device__ inline void quantize_held_row(const float4 (&v)[V], float m, int n4, int ldq, int8_t *q, float *sx) {
+    const float inv = block_row_inverse_scale(m, sx);
+    int *qr = (int *)q;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
         const int i = threadIdx.x + k * kBlockThreads;
@@ -258,7 +249,34 @@ __global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(cons
                           coli_act_code(v[k].w, inv));
         }
     }
-    for (int i = n4 + threadIdx.x; i < nq4; i += kBlockThreads) qr[i] = 0;
+    for (int i = n4 + threadIdx.x; i < ldq / 4; i += kBlockThreads) qr[i] = 0;
+}
+
+// quantize_rows_kernel for rows of at most V * 1024 floats, I a multiple of 4: a thread loads its
+// V float4s of the row at once (one round trip instead of a chain) and keeps them in registers
+// for the codes.
+template <int V>
+__global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(const float *x, int I, int8_t *q, int ldq,
+                                                                            float *sx) {
+    coli_release_dependents();
+    coli_wait_prior_grid();
+    const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * I);
+    const int n4 = I / 4;
+    float4 v[V];
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = threadIdx.x + k * kBlockThreads;
+        v[k] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        m = max_abs4(v[k], m);
+    }
+    quantize_held_row<V>(v, m, n4, ldq, q + (size_t)blockIdx.x * ldq, sx + blockIdx.x);
+}
+
+// V float4s per thread that hold a row of at most 8,192 floats; 0 where the row is longer.
+inline int held_row_float4s(int64_t I) {
+    const int64_t v = (I + 4 * kBlockThreads - 1) / (4 * kBlockThreads);
+    return v <= 2 ? 2 : v <= 4 ? 4 : v <= 8 ? 8 : 0;
 }
 
 } // namespace coli::gpu

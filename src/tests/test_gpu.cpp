@@ -404,11 +404,13 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // 1, 8, 9 and 17 uniform experts (9: the unfused gate and up projections need two launches, 17:
     // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector
     // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
-    // float mode's vector path with a partial block (exact: the unfused three-launch path).
+    // float mode's vector path with a partial block (exact: the unfused three-launch path); D = 258,
+    // F = 98: the combine and the hidden step on rows that are not whole float4s.
     GpuSession session;
     const int device = g_devices.front();
-    const int64_t F = 96;
-    for (int64_t D : {int64_t(256), int64_t(260)}) {
+    const int64_t shapes[][2] = {{256, 96}, {260, 96}, {258, 98}};
+    for (const auto &shape : shapes) {
+        const int64_t D = shape[0], F = shape[1];
         for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4, COLI_FORMAT_Q8}) {
             const int64_t gs = fmt == COLI_FORMAT_G4 ? 32 : 0;
             if (fmt == COLI_FORMAT_G4 && D % gs != 0) continue;
