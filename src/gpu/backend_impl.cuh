@@ -224,16 +224,22 @@ coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, con
     return COLI_OK;
 }
 
+// Calls f(V) as an integral constant where a row of I floats (a multiple of 4) is held in
+// registers as V float4s per thread (held_row_float4s); does nothing where it is not.
+template <class F> void with_held_row(int64_t I, F f) {
+    switch (I % 4 == 0 ? held_row_float4s(I) : 0) {
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    default: break;
+    }
+}
+
 // Quantizes S rows of x_dev [S][I] into q [S][ldq] and sx [S].
 coli_status quantize_rows(DeviceContext &ctx, const float *x_dev, int64_t S, int64_t I, int8_t *q, float *sx,
                           std::string *why) {
     void (*kernel)(const float *, int, int8_t *, int, float *) = quantize_rows_kernel;
-    switch (I % 4 == 0 ? held_row_float4s(I) : 0) {
-    case 2: kernel = quantize_short_rows_kernel<2>; break;
-    case 4: kernel = quantize_short_rows_kernel<4>; break;
-    case 8: kernel = quantize_short_rows_kernel<8>; break;
-    default: break;
-    }
+    with_held_row(I, [&](auto v) { kernel = quantize_short_rows_kernel<decltype(v)::value>; });
     COLI_GPU_LAUNCH_OVERLAPPED(ctx, "quantize_rows_kernel", kernel, dim3((unsigned)S), dim3(kBlockThreads), 0,
                                x_dev, (int)I, q, (int)padded_inputs(I), sx);
     return COLI_OK;
@@ -650,12 +656,7 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
         for (; end < n_experts && experts[end].gate->L.O == F; ++end) run_rows += rows[end];
         if (run_rows > 0 && exact) {
             void (*kernel)(const float *, const float *, float *, int, int8_t *, int, float *) = swiglu_quantize_kernel;
-            switch (F % 4 == 0 ? held_row_float4s(F) : 0) {
-            case 2: kernel = swiglu_quantize_short_kernel<2>; break;
-            case 4: kernel = swiglu_quantize_short_kernel<4>; break;
-            case 8: kernel = swiglu_quantize_short_kernel<8>; break;
-            default: break;
-            }
+            with_held_row(F, [&](auto v) { kernel = swiglu_quantize_short_kernel<decltype(v)::value>; });
             COLI_GPU_LAUNCH_OVERLAPPED(ctx, "swiglu_quantize_kernel", kernel, dim3((unsigned)run_rows),
                                        dim3(kBlockThreads), 0, (const float *)(gate + h_off[e]), (const float *)(up + h_off[e]),
                                        h + h_off[e], (int)F, hq + hq_off[e], (int)padded_inputs(F), hsx + r0[e]);
@@ -707,15 +708,12 @@ coli_status enqueue_combine(DeviceContext &ctx, Scratch &b, const GroupCall &c, 
         COLI_GPU_CHECK(copy_in(ctx, b.routing.ptr, start, entries * sizeof(int), "copy routing table", why));
         rt.table = b.routing.as<int>();
     }
-    // Four columns per thread where rows stay 16-byte aligned (device buffers are).
-    const float *out = b.out.as<float>();
-    if (c.D % 4 == 0) {
-        const dim3 grid((unsigned)c.n_tokens, (unsigned)((c.D / 4 + kCombineThreads - 1) / kCombineThreads));
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel<4>, grid, dim3(kCombineThreads), 0, out, rt, y, (int)c.D);
-    } else {
-        const dim3 grid((unsigned)c.n_tokens, (unsigned)((c.D + kCombineThreads - 1) / kCombineThreads));
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", combine_kernel<1>, grid, dim3(kCombineThreads), 0, out, rt, y, (int)c.D);
-    }
+    // Four columns per thread where rows stay 16-byte aligned (device buffers are), else one.
+    const int columns = c.D % 4 == 0 ? 4 : 1;
+    void (*kernel)(const float *, RoutingTable, float *, int) = columns == 4 ? combine_kernel<4> : combine_kernel<1>;
+    const dim3 grid((unsigned)c.n_tokens, (unsigned)((c.D / columns + kCombineThreads - 1) / kCombineThreads));
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "combine_kernel", kernel, grid, dim3(kCombineThreads), 0, (const float *)b.out.as<float>(),
+                               rt, y, (int)c.D);
     return COLI_OK;
 }
 
