@@ -179,13 +179,9 @@ template <int FMT, int ST> __global__ void __launch_bounds__(kBlockThreads) matm
     }
 }
 
-// The contract's quantization of one activation row by one block, from each thread's partial max
-// of |v| (max is exact in any order; NaN never wins a comparison, as on the host): the block's
-// max (32-lane shuffles, then across groups), scale sx, then codes v(i) * (1 / sx) for i < I and 0
-// up to ldq. Shared by quantize_rows_kernel and the hidden step (swiglu_quantize_kernel,
-// kernels_expert.cuh).
-// The row's 1 / sx for every thread of the block from each thread's partial max; thread 0
-// stores sx.
+// The row's 1 / sx for every thread of the block from each thread's partial max of |v| (max is
+// exact in any order; NaN never wins a comparison, as on the host): the block's max (32-lane
+// shuffles, then across groups), then the contract's scale; thread 0 stores sx.
 __device__ inline float block_row_inverse_scale(float m, float *sx) {
     __shared__ float group_max[kBlockThreads / kRowLanes];
     __shared__ float row_inv;
@@ -206,6 +202,9 @@ __device__ inline float block_row_inverse_scale(float m, float *sx) {
     return row_inv;
 }
 
+// The contract's quantization of one activation row by one block: codes v(i) * (1 / sx) for
+// i < I and 0 up to ldq. Shared by quantize_rows_kernel and the hidden step
+// (swiglu_quantize_kernel, kernels_expert.cuh).
 template <class Value>
 __device__ inline void quantize_row_from_partial_max(float m, const Value &v, int I, int8_t *qr, int ldq, float *sx) {
     const float inv = block_row_inverse_scale(m, sx);
@@ -229,15 +228,16 @@ __global__ void __launch_bounds__(kBlockThreads) quantize_rows_kernel(const floa
     quantize_row_from_partial_max(m, [xr](int i) { return xr[i]; }, I, q + (size_t)blockIdx.x * ldq, ldq, sx + blockIdx.x);
 }
 
-// A row held in registers, V float4s per thread (elements 4i..4i+3 of i = threadIdx.x + k x
-// kBlockThreads; past the row: zeros), n4 = I / 4 of them in all: its codes from each thread's
-// partial max m, stored four per word, and zeros up to ldq (a multiple of 32).
+// The larger of m and the magnitudes of v's four floats (a thread's partial max).
 __device__ inline float max_abs4(float4 v, float m) {
     const float e[4] = {fabsf(v.x), fabsf(v.y), fabsf(v.z), fabsf(v.w)};
     for (int j = 0; j < 4; ++j) m = e[j] > m ? e[j] : m;
     return m;
 }
 
+// A row held in registers, V float4s per thread (elements 4i..4i+3 of i = threadIdx.x + k x
+// kBlockThreads; past the row: zeros), n4 = I / 4 of them in all: its codes from each thread's
+// partial max m, stored four per word, and zeros up to ldq (a multiple of 32).
 template <int V> __device__ inline void quantize_held_row(const float4 (&v)[V], float m, int n4, int ldq, int8_t *q, float *sx) {
     const float inv = block_row_inverse_scale(m, sx);
     int *qr = (int *)q;
