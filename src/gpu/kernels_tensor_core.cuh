@@ -114,17 +114,21 @@ template <int FMT> __global__ void __launch_bounds__(32 * kTcWarps) mma_w4a16_ke
 
 // ---- tiled exact kernel for prefill: a batch of Q4/G4 matrices, shared-memory tiles ----------
 // A block computes BM activation rows (64 or 128) x 128 output rows of one problem; 8 warps as
-// 2 (rows) x 4 (outputs), each a BM/2 x 32 tile of m16n8k32 int8 mma. K advances 128 codes per
-// stage; activation codes and packed weights go global -> shared by cp.async, kTileStages stages
-// in flight, and each warp unpacks the weight words it multiplies (4 instructions per word).
+// 2 (rows) x 4 (outputs), each a BM/2 x 32 tile. K advances 128 codes per stage; activation codes
+// and packed weights go global -> shared by cp.async, kTileStages stages in flight, and each warp
+// unpacks the weight words it multiplies (4 instructions per word).
 //
+// Operand roles: the m16n8k32 int8 mma computes 16 output rows (weights, its A operand) x 8
+// activation rows (its B operand), i.e. the transposed tile. The unpacked weights are built in
+// registers, so they can land in A's four registers in any order, and B's two registers per
+// thread are one row's consecutive 8 bytes: one 8-byte shared-memory load, no register moves.
 // K order inside each 32-code mma step: the sum over k is order-free (integers), so thread t
 // feeds both operands codes 8t..8t+7 of the step (the PTX layout says 4t..4t+3 and 16+4t..): its
-// activation pair is one 8-byte load and its weights one packed 4-byte word. Weights enter as
-// 16 x (code - 8) (unpack_q4_sixteenths), so every sum is 16 x the true one and is shifted back
-// exactly before the contract's epilogue (per group, in order, for G4): results are bit-identical
-// to every other path. Limits (tiled_shape()): row bytes a multiple of 16, I small enough that
-// 16 x the sum fits in int32.
+// activations are one 8-byte load and its weights one packed 4-byte word per weight row. Weights
+// enter as 16 x (code - 8) (unpack_q4_sixteenths), so every sum is 16 x the true one and is
+// shifted back exactly before the contract's epilogue (per group, in order, for G4): results are
+// bit-identical to every other path. Limits (tiled_shape()): row bytes a multiple of 16, I small
+// enough that 16 x the sum fits in int32.
 //
 // Shared-memory rows are padded so fragment loads hit distinct banks: activation rows 160 bytes
 // (a half-warp's 8-byte loads cover 4 rows x 32 bytes), weight rows 80 bytes (8 rows x 16 bytes).
@@ -132,11 +136,11 @@ template <int FMT> __global__ void __launch_bounds__(32 * kTcWarps) mma_w4a16_ke
 // One packed word (byte j: code 2j in the low nibble, 2j+1 in the high) -> codes 0..3 and 4..7 as
 // int8 lanes holding 16 x (code - 8): a nibble with its top bit flipped is the 4-bit two's
 // complement of code - 8, and in a byte's high nibble it reads as 16 times that.
-__device__ inline void unpack_q4_sixteenths(unsigned packed, int (&b)[2]) {
+__device__ inline void unpack_q4_sixteenths(unsigned packed, int &codes0123, int &codes4567) {
     const unsigned odd = (packed ^ 0x80808080u) & 0xf0f0f0f0u;         // codes 1, 3, 5, 7
     const unsigned even = ((packed << 4) ^ 0x80808080u) & 0xf0f0f0f0u; // codes 0, 2, 4, 6
-    b[0] = (int)coli_byte_perm(even, odd, 0x5140);
-    b[1] = (int)coli_byte_perm(even, odd, 0x7362);
+    codes0123 = (int)coli_byte_perm(even, odd, 0x5140);
+    codes4567 = (int)coli_byte_perm(even, odd, 0x7362);
 }
 
 template <int BM> COLI_HD constexpr int tile_stage_bytes() { return BM * kTileStrideA + kTileN * kTileStrideB; }
@@ -146,7 +150,7 @@ template <int FMT, int BM>
 __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) mma_exact_tiled_kernel(BatchArgs a) {
 #if COLI_HAS_NV_TENSOR_CORES
     extern __shared__ __align__(16) uint8_t tile_smem[];
-    constexpr int MI = BM / 32; // 16-row mma tiles per warp
+    constexpr int OI = 2, SJ = BM / 16; // per warp: 16-output mma tiles x 8-row activation tiles
     constexpr int A_BYTES = BM * kTileStrideA, STAGE_BYTES = tile_stage_bytes<BM>();
     constexpr int A_PIECES = BM * 8 / kTileThreads, B_PIECES = kTileN * 4 / kTileThreads; // per thread and stage
     const BatchProblem &p = batch_problem(a);
@@ -180,13 +184,16 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
         }
     };
 
-    int acc[MI][4][4];
-    float tsum[MI][4][4]; // G4: the contract's running float sum over finished groups
-    for (int mi = 0; mi < MI; ++mi)
-        for (int ni = 0; ni < 4; ++ni)
+    // acc[oi][sj]: outputs o0 + wn*32 + 16 oi + g (+8 for elements 2, 3) x activation rows
+    // s0 + wm*BM/2 + 8 sj + 2t (+1 for elements 1, 3).
+    int acc[OI][SJ][4];
+    float tsum[OI][SJ][4]; // G4: the contract's running float sum over finished groups
+#pragma unroll
+    for (int oi = 0; oi < OI; ++oi)
+        for (int sj = 0; sj < SJ; ++sj)
             for (int e = 0; e < 4; ++e) {
-                acc[mi][ni][e] = 0;
-                tsum[mi][ni][e] = 0.0f;
+                acc[oi][sj][e] = 0;
+                tsum[oi][sj][e] = 0.0f;
             }
     for (int s = 0; s < kTileStages - 1; ++s) {
         if (s < steps) load_stage(s, s);
@@ -207,29 +214,33 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
         // A tail step past ldq multiplies zero-filled codes: only G4's group bookkeeping must stop.
 #pragma unroll
         for (int kk = 0; kk < kTileK / 32; ++kk) {
-            int af[MI][4], bf[4][2];
-            for (int mi = 0; mi < MI; ++mi) {
-                const int2 top = *(const int2 *)(sa + mi * 16 * kTileStrideA + kk * 32);
-                const int2 bottom = *(const int2 *)(sa + (mi * 16 + 8) * kTileStrideA + kk * 32);
-                af[mi][0] = top.x;
-                af[mi][1] = bottom.x;
-                af[mi][2] = top.y;
-                af[mi][3] = bottom.y;
+            int wf[OI][4], xf[SJ][2];
+#pragma unroll
+            for (int oi = 0; oi < OI; ++oi)
+                for (int h = 0; h < 2; ++h) // weight rows g and g + 8 of the 16-output tile
+                    unpack_q4_sixteenths(*(const unsigned *)(sb + (oi * 16 + h * 8) * kTileStrideB + kk * 16), wf[oi][h], wf[oi][2 + h]);
+#pragma unroll
+            for (int sj = 0; sj < SJ; ++sj) {
+                const int2 codes = *(const int2 *)(sa + sj * 8 * kTileStrideA + kk * 32);
+                xf[sj][0] = codes.x;
+                xf[sj][1] = codes.y;
             }
-            for (int ni = 0; ni < 4; ++ni) unpack_q4_sixteenths(*(const unsigned *)(sb + ni * 8 * kTileStrideB + kk * 16), bf[ni]);
-            for (int mi = 0; mi < MI; ++mi)
-                for (int ni = 0; ni < 4; ++ni) coli_mma_s8_16x8x32(acc[mi][ni], af[mi], bf[ni]);
+#pragma unroll
+            for (int oi = 0; oi < OI; ++oi)
+                for (int sj = 0; sj < SJ; ++sj) coli_mma_s8_16x8x32(acc[oi][sj], wf[oi], xf[sj]);
             const int k_end = step * kTileK + kk * 32 + 32; // codes consumed after this mma step
             if (FMT == kG4 && k_end - 32 < a.ldq && (k_end % a.gs == 0 || k_end >= a.ldq)) { // a group ends: t = t + acc * scale
                 const int grp = (k_end - 32) / a.gs;
-                for (int ni = 0; ni < 4; ++ni) {
-                    for (int c = 0; c < 2; ++c) {
-                        const int o = o0 + wn * 32 + ni * 8 + 2 * t + c;
+#pragma unroll
+                for (int oi = 0; oi < OI; ++oi) {
+                    for (int h = 0; h < 2; ++h) {
+                        const int o = o0 + wn * 32 + oi * 16 + g + 8 * h;
                         const float scale = o < a.O && grp < a.ng ? p.scales[(size_t)o * a.ng + grp] : 0.0f;
-                        for (int mi = 0; mi < MI; ++mi) {
-                            for (int h = 0; h < 2; ++h) {
-                                int &sum = acc[mi][ni][2 * h + c];
-                                tsum[mi][ni][2 * h + c] = coli_exact_group_step(tsum[mi][ni][2 * h + c], sum >> 4, scale);
+#pragma unroll
+                        for (int sj = 0; sj < SJ; ++sj) {
+                            for (int c = 0; c < 2; ++c) {
+                                int &sum = acc[oi][sj][2 * h + c];
+                                tsum[oi][sj][2 * h + c] = coli_exact_group_step(tsum[oi][sj][2 * h + c], sum >> 4, scale);
                                 sum = 0;
                             }
                         }
@@ -238,14 +249,15 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
             }
         }
     }
-    for (int mi = 0; mi < MI; ++mi) {
-        for (int ni = 0; ni < 4; ++ni) {
+#pragma unroll
+    for (int oi = 0; oi < OI; ++oi) {
+        for (int sj = 0; sj < SJ; ++sj) {
             for (int e = 0; e < 4; ++e) {
-                const int s = s0 + wm * (BM / 2) + mi * 16 + g + (e >= 2 ? 8 : 0);
-                const int o = o0 + wn * 32 + ni * 8 + 2 * t + (e & 1);
+                const int o = o0 + wn * 32 + oi * 16 + g + (e >= 2 ? 8 : 0);
+                const int s = s0 + wm * (BM / 2) + sj * 8 + 2 * t + (e & 1);
                 if (s >= p.S || o >= a.O) continue;
-                p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[mi][ni][e], p.sx[s])
-                                                      : coli_exact_row_output(acc[mi][ni][e] >> 4, p.scales[o], p.sx[s]);
+                p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[oi][sj][e], p.sx[s])
+                                                      : coli_exact_row_output(acc[oi][sj][e] >> 4, p.scales[o], p.sx[s]);
             }
         }
     }
