@@ -20,6 +20,7 @@
 #include "gpu/kernels_matvec_expert.cuh"
 #include "gpu/kernels_matvec_split.cuh"
 #include "gpu/kernels_tensor_core.cuh"
+#include "gpu/kernels_tensor_core_skinny.cuh"
 
 namespace coli::gpu {
 
@@ -186,11 +187,19 @@ bool split_shape(const Layout &L, bool exact) {
     return exact ? g4_group_lanes_ok(L.gs, piece) : L.gs % piece == 0;
 }
 
+// Whether the skinny tensor-core kernels (kernels_tensor_core_skinny.cuh) take this layout: exact
+// Q4 rows of whole 16-byte pieces without padding codes (a piece's activations lie within the
+// row), I small enough for the tensor-core kernels' 16 x sums.
+bool skinny_shape(const Layout &L, bool exact) {
+    return exact && L.fmt == COLI_FORMAT_Q4 && L.row_bytes % 16 == 0 && L.I == 2 * (int64_t)L.row_bytes && L.I <= kTileMaxInputs;
+}
+
 // The path a call takes; an explicit request that cannot be met is an error.
 coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bool exact, MatmulPath requested,
                         MatmulPath *chosen, std::string *why) {
     const bool tc_ok = tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
     const bool vec_ok = vector_shape(L, exact), split_ok = split_shape(L, exact);
+    const bool skinny_ok = ctx.tensor_cores && skinny_shape(L, exact);
     if (requested == MatmulPath::tensor_core && !tc_ok) {
         *why = std::string("the tensor-core path is not available here (") +
                (!tensor_cores_for(ctx, exact) ? (ctx.tensor_cores ? "W4A16 is not enabled (COLI_CUDA_TC_W4A16=1)"
@@ -208,8 +217,14 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
                "codes per 16 bytes, in exact mode dividing the segment)";
         return COLI_ERR_UNSUPPORTED;
     }
+    if (requested == MatmulPath::skinny && !skinny_ok) {
+        *why = std::string("the skinny tensor-core path is not available here (") +
+               (!ctx.tensor_cores ? "not compiled in or present on this device" : "it takes exact Q4 with I = 2 x row bytes, a multiple of 32") + ")";
+        return COLI_ERR_UNSUPPORTED;
+    }
     if (requested != MatmulPath::automatic) *chosen = requested;
     else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
+    else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxS) *chosen = MatmulPath::skinny;
     // split wins where vector's in-order G4 epilogue runs per step (exact G4; measured, docs/performance.md)
     else if (split_ok && exact && L.fmt == COLI_FORMAT_G4) *chosen = MatmulPath::split;
     else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;
@@ -352,6 +367,24 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
+// A batch on the skinny kernels: blocks of 16 rows per problem, 8 activation rows per grid row.
+enum class SkinnyKernel { matmul, swiglu };
+coli_status launch_skinny(DeviceContext &ctx, SkinnyKernel kind, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+#if COLI_NV_TENSOR_CORE_PATHS
+    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kSkinnyMaxS - 1) / kSkinnyMaxS));
+    if (kind == SkinnyKernel::swiglu) {
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_swiglu_kernel", mma_skinny_swiglu_kernel, grid, dim3(32 * kSkinnyWarps), 0, a);
+    } else {
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_kernel", mma_skinny_kernel, grid, dim3(32 * kSkinnyWarps), 0, a);
+    }
+    return COLI_OK;
+#else
+    (void)ctx, (void)kind, (void)a, (void)blocks, (void)max_S;
+    *why = "tensor-core kernels are not part of this build";
+    return COLI_ERR_UNSUPPORTED;
+#endif // COLI_NV_TENSOR_CORE_PATHS
+}
+
 coli_status launch_single(const DeviceContext &ctx, const MatmulJob &j, MatmulPath path, bool exact, std::string *why) {
     const MatmulArgs a = args_for(*j.t, j.q, j.sx, j.x, j.y, j.S);
     const bool tc = path == MatmulPath::tensor_core;
@@ -380,38 +413,61 @@ BatchArgs batch_args_for(const Layout &L) {
 
 bool same_layout(const Layout &a, const Layout &b) { return a.fmt == b.fmt && a.O == b.O && a.I == b.I && a.gs == b.gs; }
 
-// Runs the jobs in order. Consecutive jobs that take the vector path with one layout share a
-// launch (up to kBatchProblems): an expert group's gate and up projections are one launch.
+// The vector and skinny kernels take any rows per problem: automatic batches the jobs that pick
+// either and picks for the batch by its largest S (batch_path).
+bool small_s_path(MatmulPath p) { return p == MatmulPath::vector || p == MatmulPath::skinny; }
+
+// The path of a batch of one layout whose jobs chose `first` .. on their own, `max_S` the most rows.
+coli_status batch_path(const DeviceContext &ctx, const Layout &L, int64_t max_S, bool exact, MatmulPath requested,
+                       MatmulPath first, MatmulPath *chosen, std::string *why) {
+    if (requested != MatmulPath::automatic || !small_s_path(first)) {
+        *chosen = first;
+        return COLI_OK;
+    }
+    return choose_path(ctx, L, max_S, exact, requested, chosen, why);
+}
+
+// Runs the jobs in order. Consecutive jobs of one layout on a batched path share a launch (up to
+// kBatchProblems): an expert group's gate and up projections are one launch.
 coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int numerics, MatmulPath path,
                         std::string *why) {
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     for (size_t i = 0; i < n;) {
         const Layout &L = jobs[i].t->L;
-        MatmulPath chosen;
-        COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &chosen, why));
-        const bool tiled = chosen == MatmulPath::tensor_core && tiled_shape(L, exact);
-        if (chosen != MatmulPath::vector && chosen != MatmulPath::split && !tiled) {
-            COLI_GPU_CHECK(launch_single(ctx, jobs[i], chosen, exact, why));
+        MatmulPath first;
+        COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &first, why));
+        if (first == MatmulPath::portable || (first == MatmulPath::tensor_core && !tiled_shape(L, exact))) {
+            COLI_GPU_CHECK(launch_single(ctx, jobs[i], first, exact, why));
             ++i;
             continue;
         }
-        BatchArgs a = batch_args_for(L);
-        const int rows_per_block = tiled ? kTileN : kVecRowsPerBlock;
-        const int blocks = (int)((L.O + rows_per_block - 1) / rows_per_block);
+        size_t end = i;
         int64_t max_S = 0;
-        for (; i < n && a.n < kBatchProblems && same_layout(jobs[i].t->L, L); ++i) {
+        for (; end < n && end - i < (size_t)kBatchProblems && same_layout(jobs[end].t->L, L); ++end) {
             MatmulPath next;
-            COLI_GPU_CHECK(choose_path(ctx, L, jobs[i].S, exact, path, &next, why));
-            if (next != chosen) break;
+            COLI_GPU_CHECK(choose_path(ctx, L, jobs[end].S, exact, path, &next, why));
+            if (next != first && !(small_s_path(next) && small_s_path(first))) break;
+            max_S = std::max(max_S, jobs[end].S);
+        }
+        MatmulPath chosen;
+        COLI_GPU_CHECK(batch_path(ctx, L, max_S, exact, path, first, &chosen, why));
+        const bool tiled = chosen == MatmulPath::tensor_core, skinny = chosen == MatmulPath::skinny;
+        BatchArgs a = batch_args_for(L);
+        const int rows_per_block = tiled ? kTileN : skinny ? kSkinnyRows : kVecRowsPerBlock;
+        const int blocks = (int)((L.O + rows_per_block - 1) / rows_per_block);
+        for (; i < end; ++i) {
             const MatmulJob &j = jobs[i];
             a.p[a.n] = BatchProblem{j.t->weights.as<uint8_t>(), j.t->scales.as<float>(), j.q, j.sx, j.x, j.y, (int)j.S,
                                     a.n * blocks};
             ++a.n;
-            max_S = std::max(max_S, j.S);
         }
         if (tiled) {
             COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_tiled<kQ4>(ctx, a, blocks, max_S, why)
                                                    : launch_tiled<kG4>(ctx, a, blocks, max_S, why));
+            continue;
+        }
+        if (skinny) {
+            COLI_GPU_CHECK(launch_skinny(ctx, SkinnyKernel::matmul, a, blocks, max_S, why));
             continue;
         }
         const bool wide = vector_wide(L, exact, max_S);
@@ -450,22 +506,20 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
 
 // ---- gate, up and hidden step in one launch (kernels_matvec_expert.cuh) ------------------------
 
-// Whether matvec_swiglu_kernel takes the gate and up projections: the vector path takes them for
-// every expert with rows, and all gates and ups share one layout. *max_S: the most rows of an expert.
+// Whether matvec_swiglu_kernel (vector path) or mma_skinny_swiglu_kernel (skinny path) takes the
+// gate and up projections: all gates and ups share one layout and the path chosen for the most
+// rows of an expert (*max_S) is one of those two (*pair_path).
 bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts, bool exact,
-                       MatmulPath path, int64_t *max_S) {
-    if (path != MatmulPath::automatic && path != MatmulPath::vector) return false;
+                       MatmulPath path, int64_t *max_S, MatmulPath *pair_path) {
+    if (path != MatmulPath::automatic && !small_s_path(path)) return false;
     const Layout &G = experts[0].gate->L;
     *max_S = 0;
     for (size_t e = 0; e < n_experts; ++e) {
         if (!same_layout(experts[e].gate->L, G) || !same_layout(experts[e].up->L, G)) return false;
-        if (rows[e] == 0) continue;
-        MatmulPath chosen;
-        std::string ignored;
-        if (choose_path(ctx, G, rows[e], exact, path, &chosen, &ignored) != COLI_OK || chosen != MatmulPath::vector) return false;
         *max_S = std::max(*max_S, rows[e]);
     }
-    return *max_S > 0;
+    std::string ignored;
+    return *max_S > 0 && choose_path(ctx, G, *max_S, exact, path, pair_path, &ignored) == COLI_OK && small_s_path(*pair_path);
 }
 
 template <int FMT, int ST, bool EXACT>
@@ -485,10 +539,12 @@ coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S,
 coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
                                  const int64_t *input_row, const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
                                  const float *x_dev, const int8_t *q, const float *sx, float *h, bool exact, int64_t max_S,
-                                 std::string *why) {
+                                 MatmulPath pair_path, std::string *why) {
     const Layout &G = experts[0].gate->L;
     const int64_t D = G.I, ldq_in = padded_inputs(D);
-    const int blocks = (int)((G.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock);
+    const bool skinny = pair_path == MatmulPath::skinny;
+    const int rows_per_block = skinny ? kSkinnyRows : kSwigluRowsPerBlock;
+    const int blocks = (int)((G.O + rows_per_block - 1) / rows_per_block);
     const bool wide = vector_wide(G, exact, max_S);
     for (size_t e = 0; e < n_experts;) {
         BatchArgs a = batch_args_for(G);
@@ -503,6 +559,10 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
             a.p[a.n++] = p;
         }
         if (a.n == 0) continue;
+        if (skinny) {
+            COLI_GPU_CHECK(launch_skinny(ctx, SkinnyKernel::swiglu, a, blocks, max_S, why));
+            continue;
+        }
         COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {
             return with_row_tile(max_S, exact, [&](auto st, auto ex) {
                 return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide, why);
@@ -535,7 +595,7 @@ bool down_combine_shape(const DeviceContext &ctx, const Expert *experts, const i
     MatmulPath chosen;
     std::string ignored;
     return first && choose_path(ctx, first->down->L, 1, exact, path, &chosen, &ignored) == COLI_OK &&
-           chosen == MatmulPath::vector;
+           (chosen == MatmulPath::vector || chosen == MatmulPath::skinny);
 }
 
 // Rows per 32-lane group and pieces per lane in flight: exact mode's wide rows take 8 rows and 2
@@ -561,13 +621,23 @@ coli_status launch_down_combine(DeviceContext &ctx, const BatchArgs &a, bool wid
 
 // The down projections and the combination of a group down_combine_shape accepts: the jobs
 // enqueue_downs built (their outputs unused), in call order.
-coli_status enqueue_down_combine(DeviceContext &ctx, const std::vector<MatmulJob> &jobs, bool exact, const DownCombine &c,
-                                 std::string *why) {
+coli_status enqueue_down_combine(DeviceContext &ctx, const std::vector<MatmulJob> &jobs, bool exact, MatmulPath path,
+                                 const DownCombine &c, std::string *why) {
     const Layout &L = jobs.front().t->L;
     BatchArgs a = batch_args_for(L);
     for (const MatmulJob &j : jobs) {
         a.p[a.n++] = BatchProblem{j.t->weights.as<uint8_t>(), j.t->scales.as<float>(), j.q, j.sx, j.x, nullptr, (int)j.S, 0};
     }
+    MatmulPath chosen;
+    COLI_GPU_CHECK(choose_path(ctx, L, 1, exact, path, &chosen, why));
+#if COLI_NV_TENSOR_CORE_PATHS
+    if (chosen == MatmulPath::skinny) {
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_down_combine_kernel", mma_skinny_down_combine_kernel,
+                                   dim3((unsigned)((a.O + kSkinnyRows - 1) / kSkinnyRows)), dim3(32 * kRowsPerBlock), 0, a,
+                                   c.weights, c.y);
+        return COLI_OK;
+    }
+#endif // COLI_NV_TENSOR_CORE_PATHS
     const bool wide = vector_wide(L, exact, 1);
     return with_vector_format(L.fmt, [&](auto fmt) {
         return exact ? launch_down_combine<decltype(fmt)::value, true>(ctx, a, wide, c, why)
@@ -590,7 +660,7 @@ coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64
         jobs.push_back({experts[e].down, exact ? hq + hq_off[e] : nullptr, exact ? hsx + r0[e] : nullptr, h + h_off[e],
                         out ? out + r0[e] * D : nullptr, rows[e]});
     }
-    if (combine) return enqueue_down_combine(ctx, jobs, exact, *combine, why);
+    if (combine) return enqueue_down_combine(ctx, jobs, exact, path, *combine, why);
     return run_matmuls(ctx, jobs.data(), jobs.size(), numerics, path, why);
 }
 
@@ -628,9 +698,10 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     int8_t *hq = exact ? b.hq.as<int8_t>() : nullptr;
     float *hsx = exact ? b.hsx.as<float>() : nullptr;
     int64_t max_S = 0;
-    if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S)) {
+    MatmulPath pair_path;
+    if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S, &pair_path)) {
         COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, r0, h_off, x_dev, q, sx, h, exact, max_S,
-                                            why));
+                                            pair_path, why));
         // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
         if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
         return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, combine, why);
@@ -877,6 +948,7 @@ std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics)
     if (vector_shape(L, exact)) paths.push_back(MatmulPath::vector);
     if (split_shape(L, exact)) paths.push_back(MatmulPath::split);
     if (tensor_cores_for(*ctx, exact) && tensor_core_shape(L, exact)) paths.push_back(MatmulPath::tensor_core);
+    if (ctx->tensor_cores && skinny_shape(L, exact)) paths.push_back(MatmulPath::skinny);
     return paths;
 }
 

@@ -66,9 +66,9 @@ struct Expert {
 coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int numerics, std::string *why);
 
 // Which matmul kernel a call takes: the device's kernel registry. automatic picks tensor_core
-// where it is on and S is large enough, else split (exact G4) or vector where the shape allows it,
-// else portable.
-enum class MatmulPath { automatic, portable, vector, split, tensor_core };
+// where it is on and S is large enough, else skinny (exact Q4, S <= 8, tensor cores), else split
+// (exact G4) or vector where the shape allows it, else portable.
+enum class MatmulPath { automatic, portable, vector, split, tensor_core, skinny };
 
 inline const char *matmul_path_name(MatmulPath path) {
     switch (path) {
@@ -76,6 +76,7 @@ inline const char *matmul_path_name(MatmulPath path) {
     case MatmulPath::vector: return "vector";
     case MatmulPath::split: return "split";
     case MatmulPath::tensor_core: return "tensor_core";
+    case MatmulPath::skinny: return "skinny";
     default: return "auto";
     }
 }

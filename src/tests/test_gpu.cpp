@@ -4,6 +4,7 @@
 // device, so a kernel that writes nothing, or out of bounds, fails. Runs on every visible GPU;
 // the program exits 77 (SKIP) without a GPU backend or device.
 #define CATCH_CONFIG_RUNNER // Catch2 2.x: this file has its own main (exit 77 without a GPU)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -405,7 +406,8 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector
     // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
     // float mode's vector path with a partial block (exact: the unfused three-launch path); D = 258,
-    // F = 98: the combine and the hidden step on rows that are not whole float4s.
+    // F = 98: the combine and the hidden step on rows that are not whole float4s. Each call also
+    // runs on every kernel path of the registry (automatic takes one of them).
     GpuSession session;
     const int device = g_devices.front();
     const int64_t shapes[][2] = {{256, 96}, {260, 96}, {258, 98}};
@@ -453,6 +455,30 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
                                                         tokens, mode, &ticket) == COLI_OK);
                         REQUIRE(coli_expert_group_take(ticket, again.data()) == COLI_OK);
                         CHECK(count_bit_differences(got.data(), again.data(), got.size()) == 0);
+                        // Every kernel path of the registry that takes both projection shapes,
+                        // through the backend: each path's fused launches (gate/up pairs, down +
+                        // combine).
+                        gpu::GroupCall call;
+                        for (int e = 0; e < n; ++e) {
+                            call.experts.push_back({experts[e].gate->device_tensor, experts[e].up->device_tensor,
+                                                    experts[e].down->device_tensor});
+                        }
+                        call.rows = rows;
+                        call.row_token = token;
+                        call.row_weight = weight;
+                        call.n_tokens = tokens;
+                        call.D = D;
+                        call.numerics = mode;
+                        const std::vector<gpu::MatmulPath> down_paths = gpu::matmul_paths(device, mats[2].L, mode);
+                        for (gpu::MatmulPath path : gpu::matmul_paths(device, mats[0].L, mode)) {
+                            if (std::find(down_paths.begin(), down_paths.end(), path) == down_paths.end()) continue;
+                            INFO("path " << gpu::matmul_path_name(path));
+                            call.path = path;
+                            std::vector<float> by_path(tokens * D, std::nanf(""));
+                            std::string why;
+                            REQUIRE(gpu::expert_group(call, x.data(), by_path.data(), &why) == COLI_OK);
+                            check_group(mode, want, by_path);
+                        }
                     }
                 }
             }

@@ -1,0 +1,191 @@
+// NVIDIA tensor-core matvec for exact Q4 at small S (decode and a few rows per expert: the
+// "skinny" path, MatmulPath::skinny). The vector kernels (kernels_matvec.cuh) spend about five
+// integer instructions per 4 codes and activation row (unpack, sign, dot4); here a packed weight
+// word is unpacked in 4 instructions per 8 codes straight into an int8 m16n8k32 mma, whatever the
+// number of activation rows (up to 8), so the kernels stay bound by the weight stream where the
+// vector path becomes bound by its arithmetic (4 rows per expert). Compiled where compat says the
+// build has tensor cores (COLI_NV_TENSOR_CORE_PATHS), bodies only for targets with mma.sync; HIP
+// builds take the vector kernels. CPU reference: src/ref/matmul_ref.cpp and src/ref/expert_ref.cpp.
+// Checked by test_gpu.cpp (every path of the registry, matmuls and groups) and coli-conformance.
+//
+// A warp computes 16 weight rows (the mma's M: rows o0 + g and o0 + g + 8 per thread) x up to 8
+// activation rows (its N: row g per thread, zero where it does not exist). Weights are read in
+// chunks of 64 packed bytes (128 codes) per row; thread t loads the chunk's 16 bytes 16t..16t+15
+// of both its rows (4 threads cover a row's 64 contiguous bytes) and the matching 32 activation
+// codes, and feeds them as 4 mma k-steps of 8 codes per thread. The sum over k is order-free
+// (integers), so the k order is the loads' order, not the PTX layout's; weights enter as
+// 16 x (code - 8) (unpack_q4_sixteenths) and sums are shifted back exactly (>> 4) before the
+// contract's epilogue: results are bit-identical to every other path.
+#pragma once
+
+#include "coli_compat.h"
+#include "gpu/kernels_matvec_expert.cuh"
+#include "gpu/kernels_tensor_core.cuh"
+
+namespace coli::gpu {
+
+constexpr int kSkinnyRows = 16;       // weight rows per warp and block (the mma's M)
+constexpr int kSkinnyMaxS = 8;        // activation rows per block (the mma's N)
+// automatic takes the skinny path from 2 rows to kSkinnyMaxS: at one row the vector kernels were
+// faster on the H200 (decode group 50.0 against 51.6 us, docs/performance.md).
+constexpr int kSkinnyMinRows = 2;
+constexpr int kSkinnyChunkBytes = 64; // packed bytes per row and chunk (4 threads x 16)
+constexpr int kSkinnyWarps = 4;       // matvec and gate/up blocks: warps splitting a row's chunks
+constexpr int kSkinnyInFlight = 4;    // chunks per thread loaded before any is used
+
+#if COLI_NV_TENSOR_CORE_PATHS
+// 16 x the sums of NM matrices' rows w[m][0] (o0 + g) and w[m][1] (o0 + g + 8) with activation
+// codes xq (row g; nullptr: zeros) over chunks [c_begin, c_end), added to acc[m] (mma accumulator
+// order: rows g, g, g + 8, g + 8 x activation rows 2t, 2t + 1, 2t, 2t + 1). The first chunks'
+// weight loads are issued before coli_wait_prior_grid(), the activations read after it.
+template <int NM>
+__device__ inline void skinny_row_sums(const uint8_t *const (&w)[NM][2], const int8_t *xq, int row_bytes, int c_begin,
+                                       int c_end, int t, int (&acc)[NM][4]) {
+#if COLI_HAS_NV_TENSOR_CORES
+    constexpr int U = kSkinnyInFlight;
+    for (int c0 = c_begin; c0 < c_end; c0 += U) {
+        unsigned raw[U][NM][2][4], xw[U][8];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int off = (c0 + u) * kSkinnyChunkBytes + 16 * t; // this thread's 16 bytes of each row
+            const bool live = c0 + u < c_end && off < row_bytes;
+            for (int m = 0; m < NM; ++m) {
+                for (int h = 0; h < 2; ++h) {
+                    const uint4 v = live ? *(const uint4 *)(w[m][h] + off) : make_uint4(0u, 0u, 0u, 0u);
+                    raw[u][m][h][0] = v.x, raw[u][m][h][1] = v.y, raw[u][m][h][2] = v.z, raw[u][m][h][3] = v.w;
+                }
+            }
+        }
+        if (c0 == c_begin) coli_wait_prior_grid();
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int off = (c0 + u) * kSkinnyChunkBytes + 16 * t;
+            const bool live = xq && c0 + u < c_end && off < row_bytes;
+            for (int half = 0; half < 2; ++half) { // the 32 codes under the 16 weight bytes
+                const int4 v = live ? *(const int4 *)(xq + 2 * off + 16 * half) : make_int4(0, 0, 0, 0);
+                xw[u][4 * half] = v.x, xw[u][4 * half + 1] = v.y, xw[u][4 * half + 2] = v.z, xw[u][4 * half + 3] = v.w;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            for (int kk = 0; kk < 4; ++kk) { // codes 8kk .. 8kk + 7 of the thread's 32
+                const int b[2] = {(int)xw[u][2 * kk], (int)xw[u][2 * kk + 1]};
+                for (int m = 0; m < NM; ++m) {
+                    int a[4];
+                    unpack_q4_sixteenths(raw[u][m][0][kk], a[0], a[2]);
+                    unpack_q4_sixteenths(raw[u][m][1][kk], a[1], a[3]);
+                    coli_mma_s8_16x8x32(acc[m], a, b);
+                }
+            }
+        }
+    }
+#endif // COLI_HAS_NV_TENSOR_CORES
+}
+
+// Rows o0 + g and o0 + g + 8 of a matrix (clamped to its last row; outputs past O are dropped).
+__device__ inline void skinny_rows_of(const uint8_t *w, int o0, int g, int O, int row_bytes, const uint8_t *(&rows)[2]) {
+    rows[0] = w + (size_t)min(o0 + g, O - 1) * row_bytes;
+    rows[1] = w + (size_t)min(o0 + g + 8, O - 1) * row_bytes;
+}
+
+// The block's warps split the chunks of its rows; warp 0 ends with the sums (the others' added
+// through shared memory, integers: any order).
+template <int NM>
+__device__ inline void skinny_block_sums(const uint8_t *const (&w)[NM][2], const int8_t *xq, int row_bytes, int (&acc)[NM][4]) {
+    __shared__ int partial[kSkinnyWarps - 1][NM * 4][32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int chunks = (row_bytes + kSkinnyChunkBytes - 1) / kSkinnyChunkBytes;
+    const int per_warp = (chunks + kSkinnyWarps - 1) / kSkinnyWarps;
+    const int c_begin = min(chunks, warp * per_warp), c_end = min(chunks, c_begin + per_warp);
+    for (int m = 0; m < NM; ++m)
+        for (int e = 0; e < 4; ++e) acc[m][e] = 0;
+    skinny_row_sums<NM>(w, xq, row_bytes, c_begin, c_end, lane % 4, acc);
+    if (warp > 0) {
+        for (int m = 0; m < NM; ++m)
+            for (int e = 0; e < 4; ++e) partial[warp - 1][m * 4 + e][lane] = acc[m][e];
+    }
+    __syncthreads();
+    if (warp == 0) {
+        for (int w2 = 0; w2 < kSkinnyWarps - 1; ++w2)
+            for (int m = 0; m < NM; ++m)
+                for (int e = 0; e < 4; ++e) acc[m][e] += partial[w2][m * 4 + e][lane];
+    }
+}
+
+// A batch of exact Q4 matmuls: block b of problem p computes rows (b - first_block) * 16 .. + 15
+// for activation rows blockIdx.y * 8 .. + 7.
+__global__ void __launch_bounds__(32 * kSkinnyWarps) mma_skinny_kernel(BatchArgs a) {
+    coli_release_dependents();
+    const BatchProblem &p = batch_problem(a);
+    const int s0 = blockIdx.y * kSkinnyMaxS, o0 = ((int)blockIdx.x - p.first_block) * kSkinnyRows;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    if (s0 < p.S) { // the same for the whole block
+        const uint8_t *w[1][2];
+        skinny_rows_of(p.w, o0, g, a.O, a.row_bytes, w[0]);
+        int acc[1][4];
+        skinny_block_sums<1>(w, s0 + g < p.S ? p.q + (size_t)(s0 + g) * a.ldq : nullptr, a.row_bytes, acc);
+        for (int e = 0; e < 4 && threadIdx.x < 32; ++e) {
+            const int o = o0 + g + (e >= 2 ? 8 : 0), s = s0 + 2 * t + (e & 1);
+            if (o < a.O && s < p.S) p.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[0][e] >> 4, p.scales[o], p.sx[s]);
+        }
+    }
+    coli_wait_prior_grid(); // every thread, also those of blocks without rows
+}
+
+// Gate and up projections with the SwiGLU (as matvec_swiglu_kernel): problem p's gate p.w, up p.w2,
+// h into p.y [S][O].
+__global__ void __launch_bounds__(32 * kSkinnyWarps) mma_skinny_swiglu_kernel(BatchArgs a) {
+    coli_release_dependents();
+    const BatchProblem &p = batch_problem(a);
+    const int s0 = blockIdx.y * kSkinnyMaxS, o0 = ((int)blockIdx.x - p.first_block) * kSkinnyRows;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    if (s0 < p.S) {
+        const uint8_t *w[2][2];
+        skinny_rows_of(p.w, o0, g, a.O, a.row_bytes, w[0]);
+        skinny_rows_of(p.w2, o0, g, a.O, a.row_bytes, w[1]);
+        int acc[2][4];
+        skinny_block_sums<2>(w, s0 + g < p.S ? p.q + (size_t)(s0 + g) * a.ldq : nullptr, a.row_bytes, acc);
+        for (int e = 0; e < 4 && threadIdx.x < 32; ++e) {
+            const int o = o0 + g + (e >= 2 ? 8 : 0), s = s0 + 2 * t + (e & 1);
+            if (o >= a.O || s >= p.S) continue;
+            const float gate = coli_exact_row_output(acc[0][e] >> 4, p.scales[o], p.sx[s]);
+            p.y[(size_t)s * a.O + o] = coli_swiglu(gate, coli_exact_row_output(acc[1][e] >> 4, p.scales2[o], p.sx[s]));
+        }
+    }
+    coli_wait_prior_grid();
+}
+
+// The down projections of a one-token group with the routed combination (as
+// matvec_down_combine_kernel): warp e computes rows o0 .. o0 + 15 of the e-th expert (all its
+// chunks), and the block adds the experts' outputs in call order.
+__global__ void __launch_bounds__(32 * kRowsPerBlock) mma_skinny_down_combine_kernel(BatchArgs a, RowWeights weights, float *y) {
+    coli_release_dependents();
+    __shared__ float outs[kRowsPerBlock][kSkinnyRows];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int o0 = blockIdx.x * kSkinnyRows;
+    if (warp < a.n) {
+        const BatchProblem &p = a.p[warp];
+        const uint8_t *w[1][2];
+        skinny_rows_of(p.w, o0, g, a.O, a.row_bytes, w[0]);
+        int acc[1][4] = {{0, 0, 0, 0}};
+        const int chunks = (a.row_bytes + kSkinnyChunkBytes - 1) / kSkinnyChunkBytes;
+        skinny_row_sums<1>(w, g == 0 ? p.q : nullptr, a.row_bytes, 0, chunks, t, acc);
+        if (t == 0) { // activation row 0: elements 0 (row o0 + g) and 2 (row o0 + g + 8)
+            for (int h = 0; h < 2; ++h) {
+                const int o = min(o0 + g + 8 * h, a.O - 1);
+                outs[warp][g + 8 * h] = coli_exact_row_output(acc[0][2 * h] >> 4, p.scales[o], p.sx[0]);
+            }
+        }
+    }
+    coli_wait_prior_grid();
+    __syncthreads();
+    const int r = threadIdx.x;
+    if (r < kSkinnyRows && o0 + r < a.O) {
+        float sum = 0.0f;
+        for (int e = 0; e < a.n; ++e) sum = coli_fadd_rn(sum, coli_fmul_rn(weights.w[e], outs[e][r]));
+        y[o0 + r] = sum;
+    }
+}
+#endif // COLI_NV_TENSOR_CORE_PATHS
+
+} // namespace coli::gpu
