@@ -223,8 +223,8 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
         return COLI_ERR_UNSUPPORTED;
     }
     if (requested != MatmulPath::automatic) *chosen = requested;
+    else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxAutoRows) *chosen = MatmulPath::skinny;
     else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
-    else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxS) *chosen = MatmulPath::skinny;
     // split wins where vector's in-order G4 epilogue runs per step (exact G4; measured, docs/performance.md)
     else if (split_ok && exact && L.fmt == COLI_FORMAT_G4) *chosen = MatmulPath::split;
     else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;

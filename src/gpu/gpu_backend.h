@@ -65,9 +65,9 @@ struct Expert {
 
 coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int numerics, std::string *why);
 
-// Which matmul kernel a call takes: the device's kernel registry. automatic picks tensor_core
-// where it is on and S is large enough, else skinny (exact Q4, S <= 8, tensor cores), else split
-// (exact G4) or vector where the shape allows it, else portable.
+// Which matmul kernel a call takes: the device's kernel registry. automatic picks skinny for
+// exact Q4 at 2..32 rows where the tensor cores are, else tensor_core where it is on and S is
+// large enough, else split (exact G4) or vector where the shape allows it, else portable.
 enum class MatmulPath { automatic, portable, vector, split, tensor_core, skinny };
 
 inline const char *matmul_path_name(MatmulPath path) {

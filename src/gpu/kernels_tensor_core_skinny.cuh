@@ -26,9 +26,11 @@ namespace coli::gpu {
 
 constexpr int kSkinnyRows = 16;       // weight rows per warp and block (the mma's M)
 constexpr int kSkinnyMaxS = 8;        // activation rows per block (the mma's N)
-// automatic takes the skinny path from 2 rows to kSkinnyMaxS: at one row the vector kernels were
-// faster on the H200 (decode group 50.0 against 51.6 us, docs/performance.md).
-constexpr int kSkinnyMinRows = 2;
+// automatic takes the skinny path from 2 to 32 rows (grid rows of 8 each): measured on the H200
+// (docs/performance.md), the vector kernels were faster at one row (decode group 50.0 against
+// 51.6 us) and the tensor_core path's tiles slower at 16 and 32 (2048 x 6144 at S = 16: 37.8 us,
+// skinny at S = 32: 12.0).
+constexpr int kSkinnyMinRows = 2, kSkinnyMaxAutoRows = 32;
 constexpr int kSkinnyChunkBytes = 64; // packed bytes per row and chunk (4 threads x 16)
 constexpr int kSkinnyWarps = 4;       // matvec and gate/up blocks: warps splitting a row's chunks
 constexpr int kSkinnyInFlight = 4;    // chunks per thread loaded before any is used
