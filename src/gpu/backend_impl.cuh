@@ -367,19 +367,16 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
-// A batch on the skinny kernels: blocks of 16 rows per problem, 8 activation rows per grid row.
-enum class SkinnyKernel { matmul, swiglu };
-coli_status launch_skinny(DeviceContext &ctx, SkinnyKernel kind, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+// A batch on the skinny kernels (mma_skinny_kernel): blocks of 16 rows per problem, 8 activation
+// rows per grid row; with swiglu, the batch's problems are gate/up pairs and the launch writes h.
+coli_status launch_skinny(DeviceContext &ctx, bool swiglu, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kSkinnyMaxS - 1) / kSkinnyMaxS));
-    if (kind == SkinnyKernel::swiglu) {
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_swiglu_kernel", mma_skinny_swiglu_kernel, grid, dim3(32 * kSkinnyWarps), 0, a);
-    } else {
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_kernel", mma_skinny_kernel, grid, dim3(32 * kSkinnyWarps), 0, a);
-    }
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_kernel", swiglu ? mma_skinny_kernel<2> : mma_skinny_kernel<1>, grid,
+                               dim3(32 * kSkinnyWarps), 0, a);
     return COLI_OK;
 #else
-    (void)ctx, (void)kind, (void)a, (void)blocks, (void)max_S;
+    (void)ctx, (void)swiglu, (void)a, (void)blocks, (void)max_S;
     *why = "tensor-core kernels are not part of this build";
     return COLI_ERR_UNSUPPORTED;
 #endif // COLI_NV_TENSOR_CORE_PATHS
@@ -467,7 +464,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             continue;
         }
         if (skinny) {
-            COLI_GPU_CHECK(launch_skinny(ctx, SkinnyKernel::matmul, a, blocks, max_S, why));
+            COLI_GPU_CHECK(launch_skinny(ctx, false, a, blocks, max_S, why));
             continue;
         }
         const bool wide = vector_wide(L, exact, max_S);
@@ -506,7 +503,7 @@ coli_status sync(DeviceContext &ctx, std::string *why) {
 
 // ---- gate, up and hidden step in one launch (kernels_matvec_expert.cuh) ------------------------
 
-// Whether matvec_swiglu_kernel (vector path) or mma_skinny_swiglu_kernel (skinny path) takes the
+// Whether matvec_swiglu_kernel (vector path) or mma_skinny_kernel<2> (skinny path) takes the
 // gate and up projections: all gates and ups share one layout and the path chosen for the most
 // rows of an expert (*max_S) is one of those two (*pair_path).
 bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts, bool exact,
@@ -560,7 +557,7 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
         }
         if (a.n == 0) continue;
         if (skinny) {
-            COLI_GPU_CHECK(launch_skinny(ctx, SkinnyKernel::swiglu, a, blocks, max_S, why));
+            COLI_GPU_CHECK(launch_skinny(ctx, true, a, blocks, max_S, why));
             continue;
         }
         COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {

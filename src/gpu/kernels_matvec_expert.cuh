@@ -53,6 +53,14 @@ struct RowWeights {
     float w[kRowsPerBlock];
 };
 
+// Output r of a one-token group from its n experts' outputs outs[e][r], in call order as
+// combine_kernel adds them: +0, then t + weight * out per expert, each product rounded.
+template <int R> __device__ inline float combined_row_output(const float (&outs)[kRowsPerBlock][R], const RowWeights &weights, int n, int r) {
+    float t = 0.0f;
+    for (int e = 0; e < n; ++e) t = coli_fadd_rn(t, coli_fmul_rn(weights.w[e], outs[e][r]));
+    return t;
+}
+
 template <int FMT, bool EXACT, bool WIDE, int R, int U>
 __global__ void __launch_bounds__(kBlockThreads) matvec_down_combine_kernel(BatchArgs a, RowWeights weights, float *y) {
     coli_release_dependents();
@@ -69,11 +77,7 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_down_combine_kernel(Batc
     coli_wait_prior_grid(); // every thread, also those of groups without an expert
     __syncthreads();
     const int r = threadIdx.x;
-    if (r < R && o0 + r < a.O) {
-        float t = 0.0f;
-        for (int e = 0; e < a.n; ++e) t = coli_fadd_rn(t, coli_fmul_rn(weights.w[e], outs[e][r]));
-        y[o0 + r] = t;
-    }
+    if (r < R && o0 + r < a.O) y[o0 + r] = combined_row_output(outs, weights, a.n, r);
 }
 
 } // namespace coli::gpu

@@ -114,47 +114,32 @@ __device__ inline void skinny_block_sums(const uint8_t *const (&w)[NM][2], const
     }
 }
 
-// A batch of exact Q4 matmuls: block b of problem p computes rows (b - first_block) * 16 .. + 15
-// for activation rows blockIdx.y * 8 .. + 7.
-__global__ void __launch_bounds__(32 * kSkinnyWarps) mma_skinny_kernel(BatchArgs a) {
+// A batch of exact Q4 matmuls (NM = 1), or of gate and up projections with the SwiGLU (NM = 2, as
+// matvec_swiglu_kernel: problem p's gate p.w, up p.w2, h into p.y [S][O]): block b of problem p
+// computes rows (b - first_block) * 16 .. + 15 for activation rows blockIdx.y * 8 .. + 7.
+template <int NM> __global__ void __launch_bounds__(32 * kSkinnyWarps) mma_skinny_kernel(BatchArgs a) {
     coli_release_dependents();
     const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * kSkinnyMaxS, o0 = ((int)blockIdx.x - p.first_block) * kSkinnyRows;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     if (s0 < p.S) { // the same for the whole block
-        const uint8_t *w[1][2];
+        const uint8_t *w[NM][2];
         skinny_rows_of(p.w, o0, g, a.O, a.row_bytes, w[0]);
-        int acc[1][4];
-        skinny_block_sums<1>(w, s0 + g < p.S ? p.q + (size_t)(s0 + g) * a.ldq : nullptr, a.row_bytes, acc);
-        for (int e = 0; e < 4 && threadIdx.x < 32; ++e) {
-            const int o = o0 + g + (e >= 2 ? 8 : 0), s = s0 + 2 * t + (e & 1);
-            if (o < a.O && s < p.S) p.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[0][e] >> 4, p.scales[o], p.sx[s]);
-        }
-    }
-    coli_wait_prior_grid(); // every thread, also those of blocks without rows
-}
-
-// Gate and up projections with the SwiGLU (as matvec_swiglu_kernel): problem p's gate p.w, up p.w2,
-// h into p.y [S][O].
-__global__ void __launch_bounds__(32 * kSkinnyWarps) mma_skinny_swiglu_kernel(BatchArgs a) {
-    coli_release_dependents();
-    const BatchProblem &p = batch_problem(a);
-    const int s0 = blockIdx.y * kSkinnyMaxS, o0 = ((int)blockIdx.x - p.first_block) * kSkinnyRows;
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    if (s0 < p.S) {
-        const uint8_t *w[2][2];
-        skinny_rows_of(p.w, o0, g, a.O, a.row_bytes, w[0]);
-        skinny_rows_of(p.w2, o0, g, a.O, a.row_bytes, w[1]);
-        int acc[2][4];
-        skinny_block_sums<2>(w, s0 + g < p.S ? p.q + (size_t)(s0 + g) * a.ldq : nullptr, a.row_bytes, acc);
+        if constexpr (NM == 2) skinny_rows_of(p.w2, o0, g, a.O, a.row_bytes, w[1]);
+        int acc[NM][4];
+        skinny_block_sums<NM>(w, s0 + g < p.S ? p.q + (size_t)(s0 + g) * a.ldq : nullptr, a.row_bytes, acc);
         for (int e = 0; e < 4 && threadIdx.x < 32; ++e) {
             const int o = o0 + g + (e >= 2 ? 8 : 0), s = s0 + 2 * t + (e & 1);
             if (o >= a.O || s >= p.S) continue;
-            const float gate = coli_exact_row_output(acc[0][e] >> 4, p.scales[o], p.sx[s]);
-            p.y[(size_t)s * a.O + o] = coli_swiglu(gate, coli_exact_row_output(acc[1][e] >> 4, p.scales2[o], p.sx[s]));
+            const float out = coli_exact_row_output(acc[0][e] >> 4, p.scales[o], p.sx[s]);
+            if constexpr (NM == 2) {
+                p.y[(size_t)s * a.O + o] = coli_swiglu(out, coli_exact_row_output(acc[1][e] >> 4, p.scales2[o], p.sx[s]));
+            } else {
+                p.y[(size_t)s * a.O + o] = out;
+            }
         }
     }
-    coli_wait_prior_grid();
+    coli_wait_prior_grid(); // every thread, also those of blocks without rows
 }
 
 // The down projections of a one-token group with the routed combination (as
@@ -182,11 +167,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) mma_skinny_down_combine_ke
     coli_wait_prior_grid();
     __syncthreads();
     const int r = threadIdx.x;
-    if (r < kSkinnyRows && o0 + r < a.O) {
-        float sum = 0.0f;
-        for (int e = 0; e < a.n; ++e) sum = coli_fadd_rn(sum, coli_fmul_rn(weights.w[e], outs[e][r]));
-        y[o0 + r] = sum;
-    }
+    if (r < kSkinnyRows && o0 + r < a.O) y[o0 + r] = combined_row_output(outs, weights, a.n, r);
 }
 #endif // COLI_NV_TENSOR_CORE_PATHS
 
