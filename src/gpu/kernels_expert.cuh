@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_kernel(const fl
     quantize_row_from_partial_max(m, [hr](int i) { return hr[i]; }, F, q + row * ldq, ldq, sx + row);
 }
 
-// swiglu_quantize_kernel for F of at most V * 1024 with F % 4 == 0: a thread loads its V float4s
-// of the gate and up rows at once and keeps h in registers for the codes (quantize_held_row).
+// swiglu_quantize_kernel for F of at most V * 1024 with F % 4 == 0: a thread holds its V float4s
+// of h in registers for the codes (hold_row, quantize_held_row).
 template <int V>
 __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_short_kernel(const float *g, const float *u, float *h, int F,
                                                                               int8_t *q, int ldq, float *sx) {
@@ -50,18 +50,12 @@ __global__ void __launch_bounds__(kBlockThreads) swiglu_quantize_short_kernel(co
     float4 *hr = (float4 *)(h + row * F);
     const int n4 = F / 4;
     float4 v[V];
-    float m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-        const int i = threadIdx.x + k * kBlockThreads;
-        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (i < n4) {
-            const float4 a = gr[i], b = ur[i];
-            v[k] = make_float4(coli_swiglu(a.x, b.x), coli_swiglu(a.y, b.y), coli_swiglu(a.z, b.z), coli_swiglu(a.w, b.w));
-            hr[i] = v[k];
-        }
-        m = max_abs4(v[k], m);
-    }
+    const float m = hold_row<V>(v, n4, [gr, ur, hr](int i) {
+        const float4 a = gr[i], b = ur[i];
+        const float4 h = make_float4(coli_swiglu(a.x, b.x), coli_swiglu(a.y, b.y), coli_swiglu(a.z, b.z), coli_swiglu(a.w, b.w));
+        hr[i] = h;
+        return h;
+    });
     quantize_held_row<V>(v, m, n4, ldq, q + row * ldq, sx + row);
 }
 

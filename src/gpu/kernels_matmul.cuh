@@ -235,6 +235,20 @@ __device__ inline float max_abs4(float4 v, float m) {
     return m;
 }
 
+// Loads a row of n4 float4s into registers, V per thread (elements 4i..4i+3 of i = threadIdx.x +
+// k x kBlockThreads from load(i); past the row: zeros), all at once (one round trip instead of a
+// chain), and returns the thread's partial max of their magnitudes.
+template <int V, class Load> __device__ inline float hold_row(float4 (&v)[V], int n4, Load load) {
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = threadIdx.x + k * kBlockThreads;
+        v[k] = i < n4 ? load(i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        m = max_abs4(v[k], m);
+    }
+    return m;
+}
+
 // A row held in registers, V float4s per thread (elements 4i..4i+3 of i = threadIdx.x + k x
 // kBlockThreads; past the row: zeros), n4 = I / 4 of them in all: its codes from each thread's
 // partial max m, stored four per word, and zeros up to ldq (a multiple of 32).
@@ -252,9 +266,8 @@ template <int V> __device__ inline void quantize_held_row(const float4 (&v)[V], 
     for (int i = n4 + threadIdx.x; i < ldq / 4; i += kBlockThreads) qr[i] = 0;
 }
 
-// quantize_rows_kernel for rows of at most V * 1024 floats, I a multiple of 4: a thread loads its
-// V float4s of the row at once (one round trip instead of a chain) and keeps them in registers
-// for the codes.
+// quantize_rows_kernel for rows of at most V * 1024 floats, I a multiple of 4: a thread holds its
+// V float4s of the row in registers for the codes (hold_row).
 template <int V>
 __global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(const float *x, int I, int8_t *q, int ldq,
                                                                             float *sx) {
@@ -263,13 +276,7 @@ __global__ void __launch_bounds__(kBlockThreads) quantize_short_rows_kernel(cons
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * I);
     const int n4 = I / 4;
     float4 v[V];
-    float m = 0.0f;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-        const int i = threadIdx.x + k * kBlockThreads;
-        v[k] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        m = max_abs4(v[k], m);
-    }
+    const float m = hold_row<V>(v, n4, [xr](int i) { return xr[i]; });
     quantize_held_row<V>(v, m, n4, ldq, q + (size_t)blockIdx.x * ldq, sx + blockIdx.x);
 }
 
