@@ -519,13 +519,18 @@ bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t 
     return *max_S > 0 && choose_path(ctx, G, *max_S, exact, path, pair_path, &ignored) == COLI_OK && small_s_path(*pair_path);
 }
 
+// Wide pieces per lane and row in flight in the gate/up launch: 3 x 16 bytes x 32 lanes = 1.5 KB
+// per row and round, so a Q4 row of 6144 inputs (3 KB) is two full rounds (4 left the second
+// round half idle; the decode group took 1.5 us less with 3 on the H200, docs/performance.md).
+constexpr int kSwigluWidePiecesInFlight = 3;
+
 template <int FMT, int ST, bool EXACT>
 coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
     const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock),
                     (unsigned)((max_S + ST - 1) / ST));
     void (*kernel)(BatchArgs) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
     if constexpr (EXACT && ST <= 2) { // the only wide instances (vector_wide)
-        if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true>;
+        if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true, kSwigluWidePiecesInFlight>;
     }
     COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
