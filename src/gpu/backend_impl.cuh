@@ -519,64 +519,24 @@ bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t 
     return *max_S > 0 && choose_path(ctx, G, *max_S, exact, path, pair_path, &ignored) == COLI_OK && small_s_path(*pair_path);
 }
 
-// Wide pieces per lane and row in flight in the gate/up launch: 3 x 16 bytes x 32 lanes = 1.5 KB
-// per row and round, so a Q4 row of 6144 inputs (3 KB) is two full rounds (4 left the second
-// round half idle; the decode group took 1.5 us less with 3 on the H200, docs/performance.md).
-constexpr int kSwigluWidePiecesInFlight = 3;
-
-// With hc (exact, one row per problem, hidden_codes_fit), the launch also quantizes h.
 template <int FMT, int ST, bool EXACT>
-coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, const HiddenCodes *hc,
-                          std::string *why) {
+coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
     const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock),
                     (unsigned)((max_S + ST - 1) / ST));
-    void (*kernel)(BatchArgs, HiddenCodes) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
+    void (*kernel)(BatchArgs) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
     if constexpr (EXACT && ST <= 2) { // the only wide instances (vector_wide)
-        constexpr int U = kSwigluWidePiecesInFlight;
-        if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true, U>;
-        if constexpr (ST == 1) {
-            if (hc) {
-                with_held_row(a.O, [&](auto v) {
-                    constexpr int V = decltype(v)::value;
-                    kernel = wide ? matvec_swiglu_kernel<FMT, 1, true, true, U, V>
-                                  : matvec_swiglu_kernel<FMT, 1, true, false, vec_pieces_in_flight(true), V>;
-                });
-            }
-        }
+        if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true>;
     }
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a, hc ? *hc : HiddenCodes{});
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 
-// Whether the gate/up launch can quantize h itself (HiddenCodes): exact mode on the vector path,
-// one row per expert, F a multiple of 4 that a block holds in registers.
-bool hidden_codes_fit(int64_t F, bool exact, int64_t max_S, MatmulPath pair_path) {
-    return exact && max_S == 1 && pair_path == MatmulPath::vector && F % 4 == 0 && held_row_float4s(F) > 0;
-}
-
-// The arrival counts of HiddenCodes: zeroed once, then reset by the kernels themselves.
-coli_status ensure_arrivals(DeviceContext &ctx, Scratch &b, std::string *why) {
-    if (b.arrivals.ptr) return COLI_OK;
-    COLI_GPU_CHECK(ensure(b.arrivals, kBatchProblems * sizeof(unsigned), "arrival counts", why));
-    COLI_GPU_OP(cudaMemsetAsync(b.arrivals.ptr, 0, kBatchProblems * sizeof(unsigned), ctx.stream), "zero arrival counts");
-    return COLI_OK;
-}
-
-// Where enqueue_swiglu_pairs also quantizes h: expert e's codes at hq + hq_off[e], its scale at
-// hsx + r0[e] (enqueue_experts' offsets), arrival counts from Scratch::arrivals.
-struct HiddenQuantization {
-    int8_t *hq;
-    float *hsx;
-    const std::vector<int64_t> &hq_off;
-    unsigned *arrivals;
-};
-
-// h of every expert with rows (expert e's from h + h_off[e]), in batches of kBatchProblems experts;
-// with hquant (hidden_codes_fit), its codes too. Arguments as enqueue_experts'.
+// h of every expert with rows (expert e's from h + h_off[e]), in batches of kBatchProblems experts.
+// Arguments as enqueue_experts'.
 coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
                                  const int64_t *input_row, const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
                                  const float *x_dev, const int8_t *q, const float *sx, float *h, bool exact, int64_t max_S,
-                                 MatmulPath pair_path, const HiddenQuantization *hquant, std::string *why) {
+                                 MatmulPath pair_path, std::string *why) {
     const Layout &G = experts[0].gate->L;
     const int64_t D = G.I, ldq_in = padded_inputs(D);
     const bool skinny = pair_path == MatmulPath::skinny;
@@ -585,17 +545,8 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
     const bool wide = vector_wide(G, exact, max_S);
     for (size_t e = 0; e < n_experts;) {
         BatchArgs a = batch_args_for(G);
-        HiddenCodes hc{};
-        if (hquant) {
-            hc.arrivals = hquant->arrivals;
-            hc.ldq = (int)padded_inputs(G.O);
-        }
         for (; e < n_experts && a.n < kBatchProblems; ++e) {
             if (rows[e] == 0) continue;
-            if (hquant) {
-                hc.q[a.n] = hquant->hq + hquant->hq_off[e];
-                hc.sx[a.n] = hquant->hsx + r0[e];
-            }
             const int64_t in = input_row ? input_row[e] : r0[e];
             BatchProblem p{experts[e].gate->weights.as<uint8_t>(), experts[e].gate->scales.as<float>(),
                            exact ? q + in * ldq_in : nullptr, exact ? sx + in : nullptr, x_dev + in * D, h + h_off[e],
@@ -611,8 +562,7 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
         }
         COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {
             return with_row_tile(max_S, exact, [&](auto st, auto ex) {
-                return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide,
-                                                                                                     hquant ? &hc : nullptr, why);
+                return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide, why);
             });
         }));
     }
@@ -747,15 +697,10 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     int64_t max_S = 0;
     MatmulPath pair_path;
     if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S, &pair_path)) {
-        // F is uniform here, so h and its codes are whole rows of F and padded(F): quantized by the
-        // gate/up launch itself where it can (hidden_codes_fit), else by one launch after it.
-        const int64_t F = experts[0].gate->L.O;
-        const bool fused = hidden_codes_fit(F, exact, max_S, pair_path);
-        if (fused) COLI_GPU_CHECK(ensure_arrivals(ctx, b, why));
-        const HiddenQuantization hquant{hq, hsx, hq_off, fused ? b.arrivals.as<unsigned>() : nullptr};
         COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, r0, h_off, x_dev, q, sx, h, exact, max_S,
-                                            pair_path, fused ? &hquant : nullptr, why));
-        if (exact && !fused) COLI_GPU_CHECK(quantize_rows(ctx, h, total, F, hq, hsx, why));
+                                            pair_path, why));
+        // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
+        if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
         return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, combine, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));

@@ -132,7 +132,6 @@ template <class Buffer> coli_status ensure(Buffer &b, size_t bytes, const char *
 
 struct Scratch {
     DeviceBuffer x, q, sx, gate, up, hidden, hq, hsx, out, y, routing;
-    DeviceBuffer arrivals; // kBatchProblems counts, zero between launches (HiddenCodes)
     // Pinned staging for the synchronous calls' activations and results, and the routing table
     // (sources of asynchronous copies: kept until the next use of this scratch).
     PinnedBuffer x_host, y_host, routing_host;

@@ -19,46 +19,9 @@ namespace coli::gpu {
 // Hidden rows one block computes: one per 32-lane group.
 constexpr int kSwigluRowsPerBlock = kRowsPerBlock;
 
-// Where a one-row-per-problem launch of matvec_swiglu_kernel quantizes h (exact mode): problem
-// i's codes [ldq] at q[i], its scale at sx[i]; arrivals[i] counts its finished blocks (zero
-// between launches: the block that quantizes resets it).
-struct HiddenCodes {
-    int8_t *q[kBatchProblems];
-    float *sx[kBatchProblems];
-    unsigned *arrivals;
-    int ldq;
-};
-
-// The last block of problem i to finish quantizes its h row (the contract's quantization of one
-// activation row, as quantize_short_rows_kernel does it, V float4s per thread): the launch that
-// only quantized h is gone, and with it a kernel boundary between the gate/up and down launches.
-// Release/acquire through the arrival count, as a grid-wide barrier does it: after the block's
-// barrier, its thread 0 alone fences (cumulative over the block's h writes) and counts the block;
-// in the last block it fences again before the barrier after which the block reads h. (A fence in
-// every thread made the decode group 5 us slower on the H200.)
-template <int V> __device__ inline void quantize_when_last(const BatchArgs &a, const BatchProblem &p, int i, const HiddenCodes &hc) {
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned blocks = (unsigned)((a.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock);
-        __threadfence();
-        last = atomicAdd(hc.arrivals + i, 1u) == blocks - 1;
-        if (last) __threadfence();
-    }
-    __syncthreads();
-    if (!last) return;
-    const float4 *hr = (const float4 *)p.y;
-    float4 v[V];
-    const float m = hold_row<V>(v, a.O / 4, [hr](int k) { return hr[k]; });
-    quantize_held_row<V>(v, m, a.O / 4, hc.ldq, hc.q[i], hc.sx[i]);
-    if (threadIdx.x == 0) hc.arrivals[i] = 0;
-}
-
-// Problem p: gate p.w / p.scales, up p.w2 / p.scales2, h into p.y [S][O]. With QV > 0 (exact, one
-// row per problem, O % 4 == 0 and at most QV * 1024): also h's codes into hc (quantize_when_last).
-template <int FMT, int ST, bool EXACT, bool WIDE, int U = vec_pieces_in_flight(EXACT), int QV = 0>
-__global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs a, HiddenCodes hc) {
-    static_assert(QV == 0 || (EXACT && ST == 1), "h is quantized in the launch only for one exact row per problem");
+// Problem p: gate p.w / p.scales, up p.w2 / p.scales2, h into p.y [S][O].
+template <int FMT, int ST, bool EXACT, bool WIDE, int U = vec_pieces_in_flight(EXACT)>
+__global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs a) {
     coli_release_dependents();
     const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
@@ -78,7 +41,6 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs 
         }
     }
     coli_wait_prior_grid(); // every thread, also those without a row
-    if constexpr (QV > 0) quantize_when_last<QV>(a, p, (int)(&p - a.p), hc);
 }
 
 // The down projections of a one-token group (decode: the top-k experts, one row each, at most
