@@ -1,7 +1,8 @@
 // CPU expert benchmarks: the fused expert MLP and the top-8 expert group at the GLM-5 expert
 // shapes (gate/up 2048x6144, down 6144x2048), for every registered host matmul variant
 // (src/registry.h), format and numerics mode: the CPU side of coli-bench-gpu's BM_gpu_group8 and
-// BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second.
+// BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second. BM_group8_staging:
+// the host staging of a GPU group call's activations, which needs no GPU.
 //
 //   coli-bench-expert --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
 #include <benchmark/benchmark.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cpu/matmul_cpu.h"
+#include "gpu/group_inputs.h"
 #include "ref/expert_ref.h"
 #include "cpu_bench_main.h"
 #include "registry.h"
@@ -89,7 +91,25 @@ void bench_group8(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
     counters(state, bytes, mlp_flops(w.total));
 }
 
+// The host work a GPU expert-group call does before its first launch (gpu/group_inputs.h): find
+// the rows that repeat the first expert's or the previous expert's, bit for bit, and gather the
+// others. On the H200's host it took 4.6 us of a decode call's 67 (docs/performance.md); no GPU
+// needed to measure it.
+void bench_group_staging(benchmark::State &state) {
+    const Top8Group w = top8_group(state.range(0));
+    std::vector<float> staged(w.x.size());
+    for (auto _ : state) {
+        const gpu::GroupInputs in = gpu::plan_group_inputs(w.row_counts.data(), w.row_counts.size(), w.x.data(), kGlm5Hidden);
+        gpu::gather_group_inputs(in, w.row_counts.data(), w.x.data(), kGlm5Hidden, staged.data());
+        benchmark::DoNotOptimize(staged.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["input_bytes_per_second"] = benchmark::Counter(static_cast<double>(w.x.size() * sizeof(float)),
+                                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
+    benchmark::RegisterBenchmark("BM_group8_staging", bench_group_staging)->ArgName("rows_per_expert")->Arg(1)->Arg(4)->Unit(benchmark::kMicrosecond);
     const int formats[] = {COLI_FORMAT_Q8, COLI_FORMAT_Q4, COLI_FORMAT_Q2, COLI_FORMAT_G4};
     for (const MatmulVariant &v : matmul_variants()) {
         for (int fmt : formats) {
