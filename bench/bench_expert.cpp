@@ -36,11 +36,7 @@ const std::vector<Expert> &experts(int fmt) {
     static std::map<int, std::vector<Expert>> cache;
     std::vector<Expert> &list = cache[fmt];
     if (list.empty()) {
-        const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0, D = kGlm5Hidden, F = kGlm5ExpertIntermediate;
-        for (int e = 0; e < kGlm5TopK; ++e) {
-            list.push_back({testing::random_quantized(fmt, F, D, gs, 10 * e + 1), testing::random_quantized(fmt, F, D, gs, 10 * e + 2),
-                            testing::random_quantized(fmt, D, F, gs, 10 * e + 3)});
-        }
+        for (auto &m : top8_weights(fmt)) list.push_back({std::move(m[0]), std::move(m[1]), std::move(m[2])});
     }
     return list;
 }

@@ -122,12 +122,12 @@ Group &group(int fmt) {
     static std::map<int, Group> cache;
     Group &g = cache[fmt];
     if (g.experts.empty()) {
-        for (int e = 0; e < kGlm5TopK; ++e) {
+        const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0;
+        for (auto &weights : top8_weights(fmt)) {
             Matrix *gate = new Matrix, *up = new Matrix, *down = new Matrix; // kept for the whole run
-            const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0;
-            gate->q = testing::random_quantized(fmt, kGlm5ExpertIntermediate, kGlm5Hidden, gs, 10 * e + 1);
-            up->q = testing::random_quantized(fmt, kGlm5ExpertIntermediate, kGlm5Hidden, gs, 10 * e + 2);
-            down->q = testing::random_quantized(fmt, kGlm5Hidden, kGlm5ExpertIntermediate, gs, 10 * e + 3);
+            gate->q = std::move(weights[0]);
+            up->q = std::move(weights[1]);
+            down->q = std::move(weights[2]);
             for (Matrix *m : {gate, up, down}) {
                 coli_tensor_upload(&m->t, fmt, m->q.L.O, m->q.L.I, gs, m->q.weights.data(), m->q.scales.data(), kDevice);
                 g.bytes += static_cast<double>(m->q.L.total_bytes());

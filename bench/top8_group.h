@@ -4,7 +4,11 @@
 // of x is its hidden state, the same for each of its experts (as an engine passes it).
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "registry.h"
@@ -32,6 +36,27 @@ inline Top8Group top8_group(int64_t rows) {
     }
     g.y.resize(static_cast<size_t>(rows * kGlm5Hidden));
     return g;
+}
+
+// The group's weights in format fmt: expert e's gate and up (kGlm5ExpertIntermediate x
+// kGlm5Hidden) and down (kGlm5Hidden x kGlm5ExpertIntermediate), seeds 10e + 1, 2, 3, G4 groups of
+// 128. The 24 matrices are made on parallel threads (each is independent, so the data are the
+// same): one takes about half a second, and made in turn they were most of a benchmark binary's
+// start-up.
+inline std::vector<std::array<testing::Quantized, 3>> top8_weights(int fmt) {
+    std::vector<std::array<testing::Quantized, 3>> w(kGlm5TopK);
+    const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0, D = kGlm5Hidden, F = kGlm5ExpertIntermediate;
+    std::atomic<int> next{0};
+    const auto work = [&]() {
+        for (int k; (k = next++) < 3 * kGlm5TopK;) {
+            const int e = k / 3, m = k % 3;
+            w[e][m] = m < 2 ? testing::random_quantized(fmt, F, D, gs, 10 * e + m + 1) : testing::random_quantized(fmt, D, F, gs, 10 * e + 3);
+        }
+    };
+    std::vector<std::thread> threads(std::max(1u, std::min(std::thread::hardware_concurrency(), 3u * kGlm5TopK)));
+    for (std::thread &t : threads) t = std::thread(work);
+    for (std::thread &t : threads) t.join();
+    return w;
 }
 
 } // namespace coli
