@@ -122,14 +122,13 @@ Group &group(int fmt) {
     static std::map<int, Group> cache;
     Group &g = cache[fmt];
     if (g.experts.empty()) {
-        const int64_t gs = fmt == COLI_FORMAT_G4 ? 128 : 0;
         for (auto &weights : top8_weights(fmt)) {
             Matrix *gate = new Matrix, *up = new Matrix, *down = new Matrix; // kept for the whole run
             gate->q = std::move(weights[0]);
             up->q = std::move(weights[1]);
             down->q = std::move(weights[2]);
             for (Matrix *m : {gate, up, down}) {
-                coli_tensor_upload(&m->t, fmt, m->q.L.O, m->q.L.I, gs, m->q.weights.data(), m->q.scales.data(), kDevice);
+                coli_tensor_upload(&m->t, fmt, m->q.L.O, m->q.L.I, m->q.L.gs, m->q.weights.data(), m->q.scales.data(), kDevice);
                 g.bytes += static_cast<double>(m->q.L.total_bytes());
             }
             g.experts.push_back({gate->t, up->t, down->t});
