@@ -194,12 +194,26 @@ bool skinny_shape(const Layout &L, bool exact) {
     return exact && L.fmt == COLI_FORMAT_Q4 && L.row_bytes % 16 == 0 && L.I == 2 * (int64_t)L.row_bytes && L.I <= kTileMaxInputs;
 }
 
+// Whether a path takes this layout on this device (the registry order of matmul_paths; the
+// portable path takes every layout).
+bool path_available(const DeviceContext &ctx, const Layout &L, bool exact, MatmulPath path) {
+    switch (path) {
+    case MatmulPath::portable: return true;
+    case MatmulPath::vector: return vector_shape(L, exact);
+    case MatmulPath::split: return split_shape(L, exact);
+    case MatmulPath::tensor_core: return tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
+    case MatmulPath::skinny: return ctx.tensor_cores && skinny_shape(L, exact);
+    default: return false;
+    }
+}
+
 // The path a call takes; an explicit request that cannot be met is an error.
 coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bool exact, MatmulPath requested,
                         MatmulPath *chosen, std::string *why) {
-    const bool tc_ok = tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
-    const bool vec_ok = vector_shape(L, exact), split_ok = split_shape(L, exact);
-    const bool skinny_ok = ctx.tensor_cores && skinny_shape(L, exact);
+    const bool tc_ok = path_available(ctx, L, exact, MatmulPath::tensor_core);
+    const bool vec_ok = path_available(ctx, L, exact, MatmulPath::vector);
+    const bool split_ok = path_available(ctx, L, exact, MatmulPath::split);
+    const bool skinny_ok = path_available(ctx, L, exact, MatmulPath::skinny);
     if (requested == MatmulPath::tensor_core && !tc_ok) {
         *why = std::string("the tensor-core path is not available here (") +
                (!tensor_cores_for(ctx, exact) ? (ctx.tensor_cores ? "W4A16 is not enabled (COLI_CUDA_TC_W4A16=1)"
@@ -941,11 +955,9 @@ std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics)
     DeviceContext *ctx = context(ordinal);
     if (!ctx) return {};
     const bool exact = numerics == COLI_NUMERICS_EXACT;
-    std::vector<MatmulPath> paths = {MatmulPath::portable};
-    if (vector_shape(L, exact)) paths.push_back(MatmulPath::vector);
-    if (split_shape(L, exact)) paths.push_back(MatmulPath::split);
-    if (tensor_cores_for(*ctx, exact) && tensor_core_shape(L, exact)) paths.push_back(MatmulPath::tensor_core);
-    if (ctx->tensor_cores && skinny_shape(L, exact)) paths.push_back(MatmulPath::skinny);
+    std::vector<MatmulPath> paths;
+    for (MatmulPath path : {MatmulPath::portable, MatmulPath::vector, MatmulPath::split, MatmulPath::tensor_core, MatmulPath::skinny})
+        if (path_available(*ctx, L, exact, path)) paths.push_back(path);
     return paths;
 }
 
