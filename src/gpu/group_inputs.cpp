@@ -4,7 +4,10 @@
 
 namespace coli::gpu {
 
-GroupInputs plan_group_inputs(const int64_t *rows, size_t n_experts, const float *x, int64_t D) {
+namespace {
+
+// x == nullptr: every candidate's bytes are taken to be equal (assume_repeated_inputs).
+GroupInputs plan(const int64_t *rows, size_t n_experts, const float *x, int64_t D) {
     GroupInputs in;
     in.staged_row.resize(n_experts);
     in.caller_row.resize(n_experts);
@@ -17,7 +20,7 @@ GroupInputs plan_group_inputs(const int64_t *rows, size_t n_experts, const float
         // Only the first and the previous expert with rows are candidates: the check stays linear in the
         // number of experts, and top-k decode (every expert on one token) repeats the first.
         const auto repeats = [&](size_t f) {
-            return rows[f] == rows[e] && std::memcmp(x + in.caller_row[f] * D, x + caller * D, bytes) == 0;
+            return rows[f] == rows[e] && (!x || std::memcmp(x + in.caller_row[f] * D, x + caller * D, bytes) == 0);
         };
         size_t from = e;
         if (e > 0 && rows[e] > 0) {
@@ -35,6 +38,18 @@ GroupInputs plan_group_inputs(const int64_t *rows, size_t n_experts, const float
         caller += rows[e];
     }
     return in;
+}
+
+} // namespace
+
+GroupInputs plan_group_inputs(const int64_t *rows, size_t n_experts, const float *x, int64_t D) {
+    return plan(rows, n_experts, x, D);
+}
+
+GroupInputs assume_repeated_inputs(const int64_t *rows, size_t n_experts) { return plan(rows, n_experts, nullptr, 0); }
+
+bool same_plan(const GroupInputs &a, const GroupInputs &b) {
+    return a.staged_rows == b.staged_rows && a.staged_row == b.staged_row && a.staged == b.staged;
 }
 
 void gather_group_inputs(const GroupInputs &in, const int64_t *rows, const float *x, int64_t D, float *dst) {

@@ -21,6 +21,13 @@ struct GroupInputs {
 // x holds sum(rows) rows of D floats, expert after expert.
 GroupInputs plan_group_inputs(const int64_t *rows, size_t n_experts, const float *x, int64_t D);
 
+// The plan plan_group_inputs makes where every candidate comparison finds equal bytes (one token's
+// row handed to each of its top-k experts: the first expert's rows alone are staged). A caller may
+// act on it before the comparisons and check it against plan_group_inputs' afterwards.
+GroupInputs assume_repeated_inputs(const int64_t *rows, size_t n_experts);
+
+bool same_plan(const GroupInputs &a, const GroupInputs &b);
+
 // Writes the staged rows of x, in order, to dst (staged_rows × D floats).
 void gather_group_inputs(const GroupInputs &in, const int64_t *rows, const float *x, int64_t D, float *dst);
 

@@ -401,6 +401,52 @@ TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals 
     free_experts(experts);
 }
 
+TEST_CASE("a one-token group equals the CPU whether or not its experts' rows repeat", "[gpu][api]") {
+    // A one-token group is launched on the assumption that every expert's row repeats the first's
+    // (top-k decode), before the rows are compared; where one differs, the group is redone from the
+    // real plan. The differing row changes the row's quantization scale, so that a result left from
+    // the assumed pass cannot pass for the CPU's. Calls alternate so that no pass inherits another's.
+    GpuSession session;
+    const int device = g_devices.front();
+    const int64_t D = 256, F = 96, n = 8;
+    std::vector<Quantized> mats;
+    std::vector<coli_expert> experts;
+    std::vector<ExpertView> views;
+    for (int e = 0; e < n; ++e) {
+        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 1300 + 3 * e));
+        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 1301 + 3 * e));
+        mats.push_back(random_quantized(COLI_FORMAT_Q4, D, F, 0, 1302 + 3 * e));
+    }
+    upload_experts(mats, device, &experts, &views);
+    const std::vector<float> tok = random_normal(D, 1330);
+    const std::vector<int64_t> rows(n, 1), token(n, 0);
+    std::vector<float> weight;
+    for (int e = 0; e < n; ++e) weight.push_back(0.125f * (float)(e + 1));
+    for (int differing : {-1, (int)n - 1, -1, 1, 0, -1}) {
+        std::vector<float> x;
+        for (int e = 0; e < n; ++e) {
+            std::vector<float> row = tok;
+            if (e == differing) row[5] = 40.0f;
+            x.insert(x.end(), row.begin(), row.end());
+        }
+        for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
+            INFO("expert with a different row: " << differing << ", mode " << mode);
+            std::vector<float> want(D), got(D, std::nanf("")), got_async(D, std::nanf(""));
+            ref::expert_group(ref::matmul, views.data(), n, rows.data(), x.data(), token.data(), weight.data(), want.data(),
+                              1, mode);
+            REQUIRE(coli_expert_group(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), got.data(), 1,
+                                      mode) == COLI_OK);
+            check_group(mode, want, got);
+            coli_group_ticket ticket = nullptr;
+            REQUIRE(coli_expert_group_issue(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), 1, mode,
+                                            &ticket) == COLI_OK);
+            REQUIRE(coli_expert_group_take(ticket, got_async.data()) == COLI_OK);
+            CHECK(count_bit_differences(got.data(), got_async.data(), got.size()) == 0);
+        }
+    }
+    free_experts(experts);
+}
+
 TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call", "[gpu][api]") {
     // 1, 8, 9 and 17 uniform experts (9: the unfused gate and up projections need two launches, 17:
     // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector

@@ -75,3 +75,30 @@ TEST_CASE("group inputs: equality is bitwise, and only the first and the previou
         CHECK(in.staged_rows == 3);
     }
 }
+
+TEST_CASE("group inputs: the assumed plan is the plan of rows that all repeat, and only of those", "[expert]") {
+    // A one-token group is launched on assume_repeated_inputs before the comparison (backend_impl.cuh):
+    // the plans must agree exactly when every row repeats, whatever the experts without rows.
+    const int64_t D = 6;
+    const std::vector<float> a = testing::random_normal(D, 11);
+    std::vector<float> a_last_bit = a;
+    a_last_bit[D - 1] = std::nextafter(a[D - 1], 1e9f);
+    const std::vector<int64_t> rows = {0, 1, 1, 0, 1, 1};
+    const gpu::GroupInputs assumed = gpu::assume_repeated_inputs(rows.data(), rows.size());
+    CHECK(assumed.staged_rows == 1);
+    CHECK(assumed.staged_row == std::vector<int64_t>{0, 0, 0, 1, 0, 0});
+    const std::vector<float> repeated = stack({a, a, a, a});
+    CHECK(gpu::same_plan(assumed, gpu::plan_group_inputs(rows.data(), rows.size(), repeated.data(), D)));
+    for (size_t differing = 0; differing < 4; ++differing) {
+        INFO("row " << differing << " differs in its last bit");
+        std::vector<std::vector<float>> blocks(4, a);
+        blocks[differing] = a_last_bit;
+        const std::vector<float> x = stack(blocks);
+        const gpu::GroupInputs real = gpu::plan_group_inputs(rows.data(), rows.size(), x.data(), D);
+        CHECK_FALSE(gpu::same_plan(assumed, real));
+        CHECK(real.staged_rows > assumed.staged_rows);
+    }
+    // blocks of different row counts are never assumed to repeat
+    const std::vector<int64_t> uneven = {2, 1, 2};
+    CHECK(gpu::assume_repeated_inputs(uneven.data(), uneven.size()).staged_rows == 3);
+}
