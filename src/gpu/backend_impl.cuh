@@ -19,6 +19,7 @@
 #include "gpu/kernels_matvec.cuh"
 #include "gpu/kernels_matvec_expert.cuh"
 #include "gpu/kernels_matvec_split.cuh"
+#include "gpu/kernels_poison.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 #include "gpu/kernels_tensor_core_skinny.cuh"
 
@@ -249,7 +250,11 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
 // (NaN floats, -1 codes) so that a kernel which writes nothing cannot pass on stale results.
 coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
     COLI_GPU_CHECK(ensure(b, bytes, what, why));
-    if (g_poison) COLI_GPU_OP(cudaMemsetAsync(b.ptr, 0xff, bytes, ctx.stream), "poison output");
+    if (g_poison && bytes > 0) {
+        const size_t blocks = std::min<size_t>(bytes / 4 / kPoisonThreads + 1, 1024);
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "poison_kernel", poison_kernel, dim3((unsigned)blocks), dim3(kPoisonThreads), 0,
+                                   b.as<uint8_t>(), bytes);
+    }
     return COLI_OK;
 }
 
@@ -844,11 +849,11 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
 }
 
 // Whether a decode group's launches can start as one graph (ctx.launches): every one of them is an
-// overlapped launch (the paired gate/up path; the other paths' projections launch directly), and
-// no output is poisoned (a memset between the launches). A graph launch and per-call arguments
-// cost the host less than the four launches (docs/performance.md).
+// overlapped launch (the paired gate/up path; the other paths' projections launch directly, and
+// would overtake the recorded ones). A graph launch and per-call arguments cost the host less than
+// the four launches (docs/performance.md).
 bool graph_decode(DeviceContext &ctx, const GroupCall &c) {
-    if (!coli_launch_graph::builds_graphs || g_poison) return false;
+    if (!coli_launch_graph::builds_graphs) return false;
     int64_t max_S;
     MatmulPath pair_path;
     return swiglu_pair_shape(ctx, c.experts.data(), c.rows.data(), c.experts.size(), c.numerics == COLI_NUMERICS_EXACT,
