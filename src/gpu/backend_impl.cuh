@@ -19,7 +19,6 @@
 #include "gpu/kernels_matvec.cuh"
 #include "gpu/kernels_matvec_expert.cuh"
 #include "gpu/kernels_matvec_split.cuh"
-#include "gpu/kernels_poison.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 #include "gpu/kernels_tensor_core_skinny.cuh"
 
@@ -250,11 +249,7 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
 // (NaN floats, -1 codes) so that a kernel which writes nothing cannot pass on stale results.
 coli_status ensure_output(DeviceContext &ctx, DeviceBuffer &b, size_t bytes, const char *what, std::string *why) {
     COLI_GPU_CHECK(ensure(b, bytes, what, why));
-    if (g_poison && bytes > 0) {
-        const size_t blocks = std::min<size_t>(bytes / 4 / kPoisonThreads + 1, 1024);
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "poison_kernel", poison_kernel, dim3((unsigned)blocks), dim3(kPoisonThreads), 0,
-                                   b.as<uint8_t>(), bytes);
-    }
+    if (g_poison) COLI_GPU_OP(cudaMemsetAsync(b.ptr, 0xff, bytes, ctx.stream), "poison output");
     return COLI_OK;
 }
 
@@ -848,40 +843,6 @@ coli_status enqueue_group_on_device(DeviceContext &ctx, Scratch &b, const GroupC
     return enqueue_combine(ctx, b, c, total, io.y, why);
 }
 
-// Whether a decode group's launches can start as one graph (ctx.launches): every one of them is an
-// overlapped launch (the paired gate/up path; the other paths' projections launch directly, and
-// would overtake the recorded ones). A graph launch and per-call arguments cost the host less than
-// the four launches (docs/performance.md).
-bool graph_decode(DeviceContext &ctx, const GroupCall &c) {
-    if (!coli_launch_graph::builds_graphs) return false;
-    int64_t max_S;
-    MatmulPath pair_path;
-    return swiglu_pair_shape(ctx, c.experts.data(), c.rows.data(), c.experts.size(), c.numerics == COLI_NUMERICS_EXACT,
-                             c.path, &max_S, &pair_path);
-}
-
-// Runs enqueue with ctx's launches recorded, then starts them as one graph launch.
-template <class Enqueue> coli_status enqueue_as_graph(DeviceContext &ctx, std::string *why, Enqueue enqueue) {
-    ctx.recording = true;
-    const coli_status st = enqueue();
-    ctx.recording = false;
-    if (st != COLI_OK) {
-        ctx.launches.clear();
-        return st;
-    }
-    if (!fault_check("graph launch", why)) {
-        ctx.launches.clear();
-        return COLI_ERR_DEVICE;
-    }
-    const cudaError_t e = ctx.launches.run(ctx.stream);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        *why = std::string("graph launch: ") + runtime_error_text(e);
-        return status_of(e);
-    }
-    return COLI_OK;
-}
-
 // The device address of pinned host memory (mapped into the device's address space).
 template <class T> coli_status mapped(T *host, T **dev, std::string *why) {
     void *d = nullptr;
@@ -914,7 +875,6 @@ coli_status enqueue_group(DeviceContext &ctx, Scratch &b, const GroupCall &c, co
         COLI_GPU_CHECK(ensure_output(ctx, b.y, ny, "group output", why));
         io.y = b.y.as<float>();
     }
-    if (direct && graph_decode(ctx, c)) return enqueue_as_graph(ctx, why, [&] { return enqueue_group_on_device(ctx, b, c, in, io, why); });
     COLI_GPU_CHECK(enqueue_group_on_device(ctx, b, c, in, io, why));
     if (!direct) COLI_GPU_CHECK(copy_out(ctx, y_host, b.y.ptr, ny, "copy y to host", why));
     return COLI_OK;

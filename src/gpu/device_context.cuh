@@ -67,16 +67,12 @@ inline std::string runtime_error_text(cudaError_t e) {
     } while (0)
 
 // A launch through coli_launch_overlapped (compat): the kernel must follow its contract (it waits
-// for the kernel before it). KERNEL is parenthesized when it names template arguments. While the
-// context records (ctx.recording), the launch is added to ctx.launches instead.
+// for the kernel before it). KERNEL is parenthesized when it names template arguments.
 #define COLI_GPU_LAUNCH_OVERLAPPED(ctx, what, kernel, grid, block, smem, ...)                       \
     do {                                                                                           \
         if (!fault_check(what, why)) return COLI_ERR_DEVICE;                                       \
-        cudaError_t coli_err_ = cudaSuccess;                                                       \
-        if ((ctx).recording)                                                                       \
-            (ctx).launches.record((ctx).overlap, kernel, grid, block, smem, __VA_ARGS__);          \
-        else                                                                                       \
-            coli_err_ = coli_launch_overlapped((ctx).overlap, kernel, grid, block, smem, (ctx).stream, __VA_ARGS__); \
+        const cudaError_t coli_err_ =                                                              \
+            coli_launch_overlapped((ctx).overlap, kernel, grid, block, smem, (ctx).stream, __VA_ARGS__); \
         const cudaError_t coli_last_ = cudaGetLastError();                                         \
         if (coli_err_ != cudaSuccess || coli_last_ != cudaSuccess) {                               \
             *why = std::string("kernel launch ") + what + ": " +                                   \
@@ -149,8 +145,6 @@ struct DeviceContext {
     int multiprocessors = 1;   // sizes the balanced kernels' grids (one wave)
     bool overlap = false;      // overlapped launches (coli_launch_overlapped) are honoured
     std::map<const void *, int> resident_blocks; // per kernel: blocks the whole device holds at once
-    bool recording = false;    // COLI_GPU_LAUNCH_OVERLAPPED adds to launches instead of launching
-    coli_launch_graph launches; // a decode group's launches, started as one graph (compat)
     std::mutex mutex;          // one compute call at a time on this device's scratch and stream
     Scratch scratch;
     ~DeviceContext() {
