@@ -87,10 +87,10 @@ void bench_group8(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
     counters(state, bytes, mlp_flops(w.total));
 }
 
-// The host work a GPU expert-group call does before its first launch (gpu/group_inputs.h): find
-// the rows that repeat the first expert's or the previous expert's, bit for bit, and gather the
-// others. On the H200's host it took 4.6 us of a decode call's 67 (docs/performance.md); no GPU
-// needed to measure it.
+// The host staging of a GPU expert-group call (gpu/group_inputs.h): find the rows that repeat the
+// first expert's or the previous expert's, bit for bit, and gather the others. Groups of several
+// tokens do it before their first launch; a one-token group compares while the device computes
+// (docs/performance.md: 4.6 us of the H200 decode call's 67 before that change). No GPU needed.
 void bench_group_staging(benchmark::State &state) {
     const Top8Group w = top8_group(state.range(0));
     std::vector<float> staged(w.x.size());
