@@ -117,6 +117,25 @@ void check_group(int mode, const std::vector<float> &want, const std::vector<flo
     }
 }
 
+// A group through the synchronous and the asynchronous call: the first against the CPU reference
+// (check_group), the second bit for bit against the first. x holds sum(rows) rows of D floats.
+void check_group_sync_and_async(const std::vector<coli_expert> &experts, const std::vector<ExpertView> &views,
+                                const std::vector<int64_t> &rows, const std::vector<float> &x, const std::vector<int64_t> &token,
+                                const std::vector<float> &weight, int64_t tokens, int64_t D, int mode) {
+    const int n = (int)experts.size();
+    std::vector<float> want(tokens * D), got(tokens * D, std::nanf("")), got_async(tokens * D, std::nanf(""));
+    ref::expert_group(ref::matmul, views.data(), n, rows.data(), x.data(), token.data(), weight.data(), want.data(), tokens,
+                      mode);
+    REQUIRE(coli_expert_group(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), got.data(), tokens,
+                              mode) == COLI_OK);
+    coli_group_ticket ticket = nullptr;
+    REQUIRE(coli_expert_group_issue(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), tokens, mode,
+                                    &ticket) == COLI_OK);
+    REQUIRE(coli_expert_group_take(ticket, got_async.data()) == COLI_OK);
+    CHECK(count_bit_differences(got.data(), got_async.data(), got.size()) == 0);
+    check_group(mode, want, got);
+}
+
 // A device buffer of n floats followed by a canary zone, poisoned before every use.
 struct GuardedOutput {
     int device;
@@ -386,17 +405,7 @@ TEST_CASE("an expert group whose experts repeat their input rows (top-k) equals 
     }
     for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
         INFO("mode " << mode);
-        std::vector<float> want(tokens * D), got(tokens * D, std::nanf("")), got_async(tokens * D, std::nanf(""));
-        ref::expert_group(ref::matmul, views.data(), n, rows.data(), x.data(), token.data(), weight.data(), want.data(),
-                          tokens, mode);
-        REQUIRE(coli_expert_group(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), got.data(),
-                                  tokens, mode) == COLI_OK);
-        coli_group_ticket ticket = nullptr;
-        REQUIRE(coli_expert_group_issue(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), tokens,
-                                        mode, &ticket) == COLI_OK);
-        REQUIRE(coli_expert_group_take(ticket, got_async.data()) == COLI_OK);
-        CHECK(count_bit_differences(got.data(), got_async.data(), got.size()) == 0);
-        check_group(mode, want, got);
+        check_group_sync_and_async(experts, views, rows, x, token, weight, tokens, D, mode);
     }
     free_experts(experts);
 }
@@ -431,17 +440,7 @@ TEST_CASE("a one-token group equals the CPU whether or not its experts' rows rep
         }
         for (int mode : {COLI_NUMERICS_EXACT, COLI_NUMERICS_FLOAT}) {
             INFO("expert with a different row: " << differing << ", mode " << mode);
-            std::vector<float> want(D), got(D, std::nanf("")), got_async(D, std::nanf(""));
-            ref::expert_group(ref::matmul, views.data(), n, rows.data(), x.data(), token.data(), weight.data(), want.data(),
-                              1, mode);
-            REQUIRE(coli_expert_group(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), got.data(), 1,
-                                      mode) == COLI_OK);
-            check_group(mode, want, got);
-            coli_group_ticket ticket = nullptr;
-            REQUIRE(coli_expert_group_issue(experts.data(), n, rows.data(), x.data(), token.data(), weight.data(), 1, mode,
-                                            &ticket) == COLI_OK);
-            REQUIRE(coli_expert_group_take(ticket, got_async.data()) == COLI_OK);
-            CHECK(count_bit_differences(got.data(), got_async.data(), got.size()) == 0);
+            check_group_sync_and_async(experts, views, rows, x, token, weight, 1, D, mode);
         }
     }
     free_experts(experts);
