@@ -80,4 +80,78 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_down_combine_kernel(Batc
     if (r < R && o0 + r < a.O) y[o0 + r] = combined_row_output(outs, weights, a.n, r);
 }
 
+// The same launch streamed (exact mode, where the shared memory holds the stages): a block stays
+// resident and walks chunks of kStreamRows rows, blockIdx.x, + gridDim.x, ...; 32-lane group g
+// copies problem g's rows of the next chunks into its own ring of kStreamStages stages
+// (coli_cp_async16) while it computes the current one from shared memory, so the weight stream
+// never waits for a block's dot products, its combine or a new block's start. The first stages
+// are requested before coli_wait_prior_grid(). Same contract functions in the same order as
+// matvec_down_combine_kernel, so the results are bit-identical to it. Shared memory: stage_bytes
+// per group and stage (kStreamRows whole rows, a multiple of 16 bytes) and their scales
+// (down_stream_smem).
+constexpr int kStreamRows = 4;
+constexpr int kStreamStages = 4;
+constexpr int kStreamGroupsPerExpert = 2; // 32-lane groups per expert, kStreamRows / this rows each
+constexpr int kStreamThreads = kBlockThreads * kStreamGroupsPerExpert;
+
+template <int FMT, bool WIDE, int U>
+__global__ void __launch_bounds__(kStreamThreads) matvec_down_combine_stream_kernel(BatchArgs a, RowWeights weights, float *y) {
+    constexpr int RG = kStreamRows / kStreamGroupsPerExpert; // rows of a chunk per group
+    coli_release_dependents();
+    extern __shared__ uint4 stage_mem[];
+    __shared__ float outs[2][kRowsPerBlock][kStreamRows]; // by chunk parity: one barrier per chunk
+    const int w = threadIdx.x / kRowLanes, lane = threadIdx.x % kRowLanes;
+    const int g = w % kRowsPerBlock, r0 = w / kRowsPerBlock * RG; // expert, first row of the chunk
+    const int stage_bytes = RG * a.row_bytes, stage_scales = RG * a.ng;
+    uint8_t *ring = reinterpret_cast<uint8_t *>(stage_mem) + (size_t)w * kStreamStages * stage_bytes;
+    // The rows' scales travel with them: a scale read at the end of a chunk would put a memory
+    // round trip between every two chunks.
+    float *scale_ring = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(stage_mem) +
+                                                  (size_t)kRowsPerBlock * kStreamGroupsPerExpert * kStreamStages * stage_bytes) +
+                        (size_t)w * kStreamStages * stage_scales;
+    const int chunks = (a.O + kStreamRows - 1) / kStreamRows;
+    const int mine = (int)blockIdx.x < chunks ? (chunks - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
+    const auto first_row = [&](int k) { return ((int)blockIdx.x + k * (int)gridDim.x) * kStreamRows + r0; };
+    const auto request = [&](int k) { // this group's rows of chunk k (of this block) into stage k % kStreamStages
+        const int o0 = first_row(k), n = min(RG, a.O - o0);
+        if (g < a.n && k < mine && n > 0) {
+            const int bytes = n * a.row_bytes;
+            const uint8_t *src = a.p[g].w + (size_t)o0 * a.row_bytes;
+            uint8_t *dst = ring + (size_t)(k % kStreamStages) * stage_bytes;
+            for (int off = lane * 16; off < bytes; off += kRowLanes * 16) coli_cp_async16(dst + off, src + off, true);
+            for (int i = lane; i < n * a.ng; i += kRowLanes) {
+                coli_cp_async4(scale_ring + (size_t)(k % kStreamStages) * stage_scales + i, a.p[g].scales + (size_t)o0 * a.ng + i);
+            }
+        }
+        coli_cp_async_commit(); // every thread commits every chunk, so the group counts agree
+    };
+    for (int k = 0; k < kStreamStages - 1; ++k) request(k);
+    coli_wait_prior_grid(); // every thread, also those of groups without an expert
+    for (int k = 0; k < mine; ++k) {
+        request(k + kStreamStages - 1); // into the stage chunk k - 1 used (all groups passed its barrier)
+        coli_cp_async_wait<kStreamStages - 1>();
+        coli_sync_row_lanes(); // the group's copies of chunk k are visible to all its lanes
+        const int o0 = first_row(k);
+        if (g < a.n && o0 < a.O) {
+            const BatchProblem &p = a.p[g];
+            const uint8_t *stage = ring + (size_t)(k % kStreamStages) * stage_bytes;
+            const float *scales = scale_ring + (size_t)(k % kStreamStages) * stage_scales;
+            GroupRows<RG> rows;
+            for (int r = 0; r < RG; ++r) {
+                const int o = min(o0 + r, a.O - 1);
+                rows.w[r] = stage + (size_t)(o - o0) * a.row_bytes;
+                rows.scales[r] = scales + (size_t)(o - o0) * a.ng;
+            }
+            float out[RG][1];
+            matvec_rows<FMT, 1, true, WIDE, RG, U>(a, rows, p.q, p.sx, nullptr, 1, lane, out);
+            if (lane == 0) {
+                for (int r = 0; r < RG; ++r) outs[k & 1][g][r0 + r] = out[r][0];
+            }
+        }
+        __syncthreads();
+        const int r = threadIdx.x, c0 = first_row(k) - r0;
+        if (r < kStreamRows && c0 + r < a.O) y[c0 + r] = combined_row_output(outs[k & 1], weights, a.n, r);
+    }
+}
+
 } // namespace coli::gpu
