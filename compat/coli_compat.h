@@ -247,53 +247,16 @@ COLI_DEVICE inline void coli_mma_bf16_16x8x16(float (&d)[4], const unsigned (&a)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-#endif // COLI_HAS_NV_TENSOR_CORES
-
-// Orders the shared-memory accesses of the 32 lanes of a row group (kRowLanes) that all reach it:
-// CUDA's __syncwarp. On AMD the group lies within one wavefront, whose lanes run in step: a
-// wavefront-scope fence keeps the compiler and the memory unit from reordering across it.
-COLI_DEVICE inline void coli_sync_row_lanes() {
-#if defined(COLI_GPU_VENDOR_CUDA)
-    __syncwarp();
-#elif defined(__HIP_DEVICE_COMPILE__)
-    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-    __builtin_amdgcn_wave_barrier();
-    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
-#endif // vendor
-}
-
-// Asynchronous 16-byte copies global -> shared (NVIDIA cp.async, sm_80+), bypassing registers
-// and L1; a copy that is not live writes 16 zero bytes and reads nothing. Copies are committed in
-// groups; coli_cp_async_wait<N>() returns once at most N of this thread's groups are still in
-// flight, and the copied bytes are then visible to this thread (to others after a barrier).
-// Elsewhere (HIP, sm_70, the host pass) a plain copy through registers, complete on return.
+// Asynchronous 16-byte copies global -> shared (cp.async, sm_80+), bypassing registers and L1;
+// a copy that is not live writes 16 zero bytes and reads nothing. Copies are committed in groups;
+// coli_cp_async_wait<N>() returns once at most N of this thread's groups are still in flight.
 COLI_DEVICE inline void coli_cp_async16(void *smem, const void *gmem, bool live) {
-#if COLI_HAS_NV_TENSOR_CORES
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(live ? 16 : 0) : "memory");
-#else
-    *(uint4 *)smem = live ? *(const uint4 *)gmem : make_uint4(0u, 0u, 0u, 0u);
-#endif // cp.async
 }
-// The same for 4 bytes (aligned to 4), through L1 (cp.async.ca).
-COLI_DEVICE inline void coli_cp_async4(void *smem, const void *gmem) {
-#if COLI_HAS_NV_TENSOR_CORES
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
-#else
-    *(unsigned *)smem = *(const unsigned *)gmem;
-#endif // cp.async
-}
-COLI_DEVICE inline void coli_cp_async_commit() {
-#if COLI_HAS_NV_TENSOR_CORES
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif // cp.async
-}
-template <int N> COLI_DEVICE inline void coli_cp_async_wait() {
-#if COLI_HAS_NV_TENSOR_CORES
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif // cp.async
-}
+COLI_DEVICE inline void coli_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> COLI_DEVICE inline void coli_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#endif // COLI_HAS_NV_TENSOR_CORES
 
 // Architecture name of a device ("sm_90", "gfx90a"), written into out.
 inline void coli_gpu_arch_name(const cudaDeviceProp &prop, char *out, size_t n) {
@@ -313,16 +276,6 @@ inline bool coli_gpu_has_nv_tensor_cores(const cudaDeviceProp &prop) {
     return false;
 #else
     return prop.major >= 8;
-#endif // vendor
-}
-
-// Shared memory one block may use: NVIDIA's opt-in maximum (a kernel asks for it through
-// cudaFuncAttributeMaxDynamicSharedMemorySize); AMD has no opt-in, its per-block size is the limit.
-inline size_t coli_gpu_max_block_smem(const cudaDeviceProp &prop) {
-#if defined(COLI_GPU_VENDOR_HIP)
-    return prop.sharedMemPerBlock;
-#else
-    return prop.sharedMemPerBlockOptin;
 #endif // vendor
 }
 
@@ -357,16 +310,6 @@ inline bool coli_gpu_overlaps_launches(const cudaDeviceProp &prop) {
     return false;
 #else
     return prop.major >= 9;
-#endif // vendor
-}
-
-// Lets `kernel` take `bytes` of dynamic shared memory per block (above the default 48 KB, up to
-// coli_gpu_max_block_smem).
-template <class Kernel> inline cudaError_t coli_allow_dynamic_smem(Kernel kernel, int bytes) {
-#if defined(COLI_GPU_VENDOR_HIP)
-    return hipFuncSetAttribute(reinterpret_cast<const void *>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
-#else
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 #endif // vendor
 }
 

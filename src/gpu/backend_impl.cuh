@@ -65,7 +65,6 @@ coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *wh
     COLI_GPU_OP(cudaGetDeviceProperties(&prop, ctx.ordinal), "cudaGetDeviceProperties");
     ctx.multiprocessors = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     ctx.overlap = coli_gpu_overlaps_launches(prop);
-    ctx.max_block_smem = coli_gpu_max_block_smem(prop);
     if (!COLI_NV_TENSOR_CORE_PATHS || !coli_gpu_has_nv_tensor_cores(prop)) return COLI_OK;
     DeviceBuffer flag;
     COLI_GPU_CHECK(ensure(flag, sizeof(int), "tensor-core probe buffer", why));
@@ -285,27 +284,17 @@ struct MatmulJob {
     int64_t S;
 };
 
-// Blocks of this kernel the whole device holds at once with `smem` bytes of dynamic shared memory
-// each (cached per kernel and size).
-template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel, size_t smem = 0, int threads = kBlockThreads) {
-    const auto key = std::make_pair(reinterpret_cast<const void *>(kernel), smem);
+// Blocks of this kernel the whole device holds at once (cached per kernel).
+template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel) {
+    const void *key = reinterpret_cast<const void *>(kernel);
     auto it = ctx.resident_blocks.find(key);
     if (it != ctx.resident_blocks.end()) return it->second;
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0) != cudaSuccess) {
         cudaGetLastError(); // a query only: size as if one block fits
         per_sm = 1;
     }
     return ctx.resident_blocks[key] = std::max(per_sm, 1) * ctx.multiprocessors;
-}
-
-// Lets `kernel` take `smem` bytes of dynamic shared memory (once per kernel and larger size).
-template <class Kernel> coli_status allow_dynamic_smem(DeviceContext &ctx, Kernel kernel, size_t smem, std::string *why) {
-    size_t &allowed = ctx.smem_allowed[reinterpret_cast<const void *>(kernel)];
-    if (smem <= allowed) return COLI_OK;
-    COLI_GPU_OP(coli_allow_dynamic_smem(kernel, (int)smem), "kernel dynamic shared memory");
-    allowed = smem;
-    return COLI_OK;
 }
 
 // One launch of matvec_split_kernel: one wave of blocks over the batch's row pairs, the shared
@@ -620,35 +609,11 @@ bool down_combine_shape(const DeviceContext &ctx, const Expert *experts, const i
            (chosen == MatmulPath::vector || chosen == MatmulPath::skinny);
 }
 
-// Shared memory of matvec_down_combine_stream_kernel for rows of `row_bytes`; 0 where the
-// streamed launch does not take them (rows not whole 16-byte copies, or more than a block may
-// use). ng scales per row.
-size_t down_stream_smem(const DeviceContext &ctx, int64_t row_bytes, int64_t ng) {
-    const int64_t bytes = (int64_t)kRowsPerBlock * kStreamStages * kStreamRows * (row_bytes + ng * (int64_t)sizeof(float));
-    return row_bytes % 16 == 0 && bytes <= (int64_t)ctx.max_block_smem ? (size_t)bytes : 0;
-}
-
 // Rows per 32-lane group and pieces per lane in flight: exact mode's wide rows take 8 rows and 2
 // pieces (a whole 1 KB row of the Q4 6144 x 2048 downs per load round; of 2, 4 or 8 rows, 8 was
-// fastest on the H200, docs/performance.md); the other shapes matvec_kernel's 2 rows. Exact mode
-// streams its weights through shared memory where they fit (down_stream_smem).
+// fastest on the H200, docs/performance.md); the other shapes matvec_kernel's 2 rows.
 template <int FMT, bool EXACT>
 coli_status launch_down_combine(DeviceContext &ctx, const BatchArgs &a, bool wide, const DownCombine &c, std::string *why) {
-    if constexpr (EXACT) {
-        if (const size_t smem = down_stream_smem(ctx, a.row_bytes, a.ng)) {
-            const auto stream = [&](auto wide_c, auto u_c) -> coli_status {
-                const auto kernel = matvec_down_combine_stream_kernel<FMT, decltype(wide_c)::value, decltype(u_c)::value>;
-                COLI_GPU_CHECK(allow_dynamic_smem(ctx, kernel, smem, why));
-                const int64_t chunks = (a.O + kStreamRows - 1) / kStreamRows;
-                const int64_t blocks = std::min<int64_t>(chunks, resident_blocks(ctx, kernel, smem, kStreamThreads));
-                COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_down_combine_stream_kernel", kernel, dim3((unsigned)blocks),
-                                           dim3(kStreamThreads), smem, a, c.weights, c.y);
-                return COLI_OK;
-            };
-            if (wide) return stream(std::true_type{}, std::integral_constant<int, 2>{});
-            return stream(std::false_type{}, std::integral_constant<int, 4>{});
-        }
-    }
     const auto launch = [&](auto wide_c, auto r_c, auto u_c) -> coli_status {
         constexpr int R = decltype(r_c)::value;
         COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_down_combine_kernel",

@@ -144,9 +144,7 @@ struct DeviceContext {
     bool w4a16 = false;        // and the float W4A16 path opted in (COLI_CUDA_TC_W4A16=1)
     int multiprocessors = 1;   // sizes the balanced kernels' grids (one wave)
     bool overlap = false;      // overlapped launches (coli_launch_overlapped) are honoured
-    size_t max_block_smem = 0; // shared memory one block may take (coli_gpu_max_block_smem)
-    std::map<std::pair<const void *, size_t>, int> resident_blocks; // per kernel and dynamic shared memory: blocks the device holds at once
-    std::map<const void *, size_t> smem_allowed; // per kernel: dynamic shared memory it was allowed (coli_allow_dynamic_smem)
+    std::map<const void *, int> resident_blocks; // per kernel: blocks the whole device holds at once
     std::mutex mutex;          // one compute call at a time on this device's scratch and stream
     Scratch scratch;
     ~DeviceContext() {
