@@ -223,18 +223,6 @@ template <class T> COLI_DEVICE inline T coli_shfl_xor(T v, int lane_mask, int wi
 #endif // vendor
 }
 
-// A load of data that other blocks of the running kernel wrote, after the reader's
-// __threadfence() that follows its atomic "I am the last block" test: NVIDIA's per-SM L1 is not
-// coherent with other SMs' writes, so the load goes to L2 (ld.global.cg); AMD's fence already
-// invalidates the CU's L1 (agent-scope acquire), so a plain load is enough there.
-COLI_DEVICE inline float4 coli_load_from_other_blocks(const float4 *p) {
-#if defined(COLI_GPU_VENDOR_CUDA)
-    return __ldcg(p);
-#else
-    return *p;
-#endif // vendor
-}
-
 #if COLI_HAS_NV_TENSOR_CORES
 // Tensor-core atoms (sm_80+), fragment layouts as in the PTX ISA for mma.m16n8k32 (.s8) and
 // mma.m16n8k16 (.bf16), with g = lane / 4 and t = lane % 4:

@@ -533,48 +533,23 @@ bool swiglu_pair_shape(DeviceContext &ctx, const Expert *experts, const int64_t 
     return *max_S > 0 && choose_path(ctx, G, *max_S, exact, path, pair_path, &ignored) == COLI_OK && small_s_path(*pair_path);
 }
 
-// Whether matvec_swiglu_kernel quantizes h itself (quantize_hidden_if_last): exact mode, on the
-// vector path, rows of F floats its last block holds in registers.
-bool swiglu_quantizes_hidden(bool exact, MatmulPath pair_path, int64_t F) {
-    return exact && pair_path == MatmulPath::vector && F % 4 == 0 && F <= 4 * kBlockThreads * kHiddenHeldFloat4s;
-}
-
-// ctx.arrivals with room for n counts, zeroed where it is new (kernels leave them zero).
-coli_status arrival_counts(DeviceContext &ctx, size_t n, int **counts, std::string *why) {
-    if (ctx.arrivals.bytes < n * sizeof(int) || !ctx.arrivals.ptr) {
-        COLI_GPU_CHECK(ensure(ctx.arrivals, n * sizeof(int), "arrival counts", why));
-        COLI_GPU_OP(cudaMemsetAsync(ctx.arrivals.ptr, 0, n * sizeof(int), ctx.stream), "zero arrival counts");
-    }
-    *counts = ctx.arrivals.as<int>();
-    return COLI_OK;
-}
-
-// With hidden (its arrivals filled in here), the launch also writes h's codes; else h only.
 template <int FMT, int ST, bool EXACT>
-coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, const HiddenCodes *hidden,
-                          std::string *why) {
+coli_status launch_swiglu(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, bool wide, std::string *why) {
     const dim3 grid((unsigned)(a.p[a.n - 1].first_block + (a.O + kSwigluRowsPerBlock - 1) / kSwigluRowsPerBlock),
                     (unsigned)((max_S + ST - 1) / ST));
-    HiddenCodes codes{};
-    if (hidden) {
-        codes = *hidden;
-        COLI_GPU_CHECK(arrival_counts(ctx, (size_t)kBatchProblems * grid.y, &codes.arrivals, why));
-    }
-    void (*kernel)(BatchArgs, HiddenCodes) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
+    void (*kernel)(BatchArgs) = matvec_swiglu_kernel<FMT, ST, EXACT, false>;
     if constexpr (EXACT && ST <= 2) { // the only wide instances (vector_wide)
         if (wide) kernel = matvec_swiglu_kernel<FMT, ST, EXACT, true>;
     }
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a, codes);
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "matvec_swiglu_kernel", kernel, grid, dim3(kBlockThreads), 0, a);
     return COLI_OK;
 }
 
-// h of every expert with rows (expert e's from h + h_off[e]), in batches of kBatchProblems experts;
-// with hq (swiglu_quantizes_hidden), also its codes (from hq + hq_off[e]) and scales (hsx + r0[e]).
+// h of every expert with rows (expert e's from h + h_off[e]), in batches of kBatchProblems experts.
 // Arguments as enqueue_experts'.
 coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, const int64_t *rows, size_t n_experts,
                                  const int64_t *input_row, const std::vector<int64_t> &r0, const std::vector<int64_t> &h_off,
-                                 const float *x_dev, const int8_t *q, const float *sx, float *h, int8_t *hq,
-                                 const std::vector<int64_t> &hq_off, float *hsx, bool exact, int64_t max_S,
+                                 const float *x_dev, const int8_t *q, const float *sx, float *h, bool exact, int64_t max_S,
                                  MatmulPath pair_path, std::string *why) {
     const Layout &G = experts[0].gate->L;
     const int64_t D = G.I, ldq_in = padded_inputs(D);
@@ -584,12 +559,9 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
     const bool wide = vector_wide(G, exact, max_S);
     for (size_t e = 0; e < n_experts;) {
         BatchArgs a = batch_args_for(G);
-        HiddenCodes hidden{};
-        hidden.ldq = (int)padded_inputs(G.O);
         for (; e < n_experts && a.n < kBatchProblems; ++e) {
             if (rows[e] == 0) continue;
             const int64_t in = input_row ? input_row[e] : r0[e];
-            if (hq) hidden.q[a.n] = hq + hq_off[e], hidden.sx[a.n] = hsx + r0[e];
             BatchProblem p{experts[e].gate->weights.as<uint8_t>(), experts[e].gate->scales.as<float>(),
                            exact ? q + in * ldq_in : nullptr, exact ? sx + in : nullptr, x_dev + in * D, h + h_off[e],
                            (int)rows[e], a.n * blocks};
@@ -604,8 +576,7 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
         }
         COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {
             return with_row_tile(max_S, exact, [&](auto st, auto ex) {
-                return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide,
-                                                                                                       hq ? &hidden : nullptr, why);
+                return launch_swiglu<decltype(fmt)::value, decltype(st)::value, decltype(ex)::value>(ctx, a, max_S, wide, why);
             });
         }));
     }
@@ -709,8 +680,7 @@ coli_status enqueue_downs(DeviceContext &ctx, const Expert *experts, const int64
 // launch stages whatever the number of experts: all gate and up projections, the hidden step, all
 // down projections (grouped where the vector path takes them, run_matmuls). Where the vector path
 // takes uniform gates and ups, the first two are one (enqueue_swiglu_pairs), and exact mode's
-// hidden step only quantizes h: in that launch's last blocks where swiglu_quantizes_hidden holds,
-// else in a launch of its own. With combine (down_combine_shape holds), the down launch also
+// hidden step only quantizes h. With combine (down_combine_shape holds), the down launch also
 // combines the outputs into combine->y and out is not written.
 coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *experts, const int64_t *rows, size_t n_experts,
                             const int64_t *input_row, const float *x_dev, const int8_t *q, const float *sx, float *out,
@@ -741,12 +711,10 @@ coli_status enqueue_experts(DeviceContext &ctx, Scratch &b, const Expert *expert
     int64_t max_S = 0;
     MatmulPath pair_path;
     if (swiglu_pair_shape(ctx, experts, rows, n_experts, exact, path, &max_S, &pair_path)) {
-        const int64_t F = experts[0].gate->L.O;
-        const bool fold = swiglu_quantizes_hidden(exact, pair_path, F);
-        COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, r0, h_off, x_dev, q, sx, h,
-                                            fold ? hq : nullptr, hq_off, hsx, exact, max_S, pair_path, why));
+        COLI_GPU_CHECK(enqueue_swiglu_pairs(ctx, experts, rows, n_experts, input_row, r0, h_off, x_dev, q, sx, h, exact, max_S,
+                                            pair_path, why));
         // F is uniform here, so h and its codes are whole rows of F and padded(F): one launch.
-        if (exact && !fold) COLI_GPU_CHECK(quantize_rows(ctx, h, total, F, hq, hsx, why));
+        if (exact) COLI_GPU_CHECK(quantize_rows(ctx, h, total, experts[0].gate->L.O, hq, hsx, why));
         return enqueue_downs(ctx, experts, rows, n_experts, r0, h_off, hq_off, h, hq, hsx, out, numerics, path, combine, why);
     }
     COLI_GPU_CHECK(ensure_output(ctx, b.gate, (size_t)hidden * sizeof(float), "gate buffer", why));

@@ -145,7 +145,6 @@ struct DeviceContext {
     int multiprocessors = 1;   // sizes the balanced kernels' grids (one wave)
     bool overlap = false;      // overlapped launches (coli_launch_overlapped) are honoured
     std::map<const void *, int> resident_blocks; // per kernel: blocks the whole device holds at once
-    DeviceBuffer arrivals; // block counts of the launches that finish with their last block (zero between launches)
     std::mutex mutex;          // one compute call at a time on this device's scratch and stream
     Scratch scratch;
     ~DeviceContext() {

@@ -63,13 +63,11 @@ struct BatchArgs {
     int n, O, I, row_bytes, gs, ng, ldq;
 };
 
-__device__ inline int batch_problem_index(const BatchArgs &a) {
+__device__ inline const BatchProblem &batch_problem(const BatchArgs &a) {
     int i = 0;
     while (i + 1 < a.n && (int)blockIdx.x >= a.p[i + 1].first_block) ++i;
-    return i;
+    return a.p[i];
 }
-
-__device__ inline const BatchProblem &batch_problem(const BatchArgs &a) { return a.p[batch_problem_index(a)]; }
 
 __device__ inline int pack4(int a, int b, int c, int d) {
     return (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);

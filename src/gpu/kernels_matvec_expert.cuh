@@ -1,8 +1,8 @@
 // The gate and up projections of the decode expert MLP with its hidden step, on the vector kernels
 // (kernels_matvec.cuh): a 32-lane group takes row o of the gate and of the up projection (one
 // activation load serves both) and writes h[o] = silu(g) * u, so the gate and up outputs never
-// leave the registers and the separate hidden step's launch is gone (exact mode: the launch's last
-// blocks also quantize h, quantize_hidden_if_last). For a decode step's group, the down projections and the
+// leave the registers and the separate hidden step's launch is gone (float mode; exact mode still
+// quantizes h, with quantize_rows_kernel). For a decode step's group, the down projections and the
 // routed combination are one launch too (matvec_down_combine_kernel). CPU reference:
 // src/ref/expert_ref.cpp (expert_mlp, expert_group: the same shared scalar functions in the same
 // order). Checked by test_gpu.cpp's expert and group tests (bit-exact in exact mode) and
@@ -19,57 +19,11 @@ namespace coli::gpu {
 // Hidden rows one block computes: one per 32-lane group.
 constexpr int kSwigluRowsPerBlock = kRowsPerBlock;
 
-// Exact mode's codes of h, computed by the gate/up launch itself: the last of a problem's blocks
-// (per blockIdx.y) to finish quantizes that problem's rows of h, so that no quantization launch
-// (and its launch boundary) stands between the gate/up and the down launch. arrivals == nullptr:
-// not here (float mode, or rows too long to hold: quantize_rows does it).
-constexpr int kHiddenHeldFloat4s = 8; // rows of at most 8 x 4 x kBlockThreads = 8,192 floats
-struct HiddenCodes {
-    int8_t *q[kBatchProblems]; // problem i's codes [S][ldq]
-    float *sx[kBatchProblems]; // and scales [S]
-    int *arrivals;             // [kBatchProblems][gridDim.y] block counts, zero between launches
-    int ldq;
-};
-
-// The "last block" pattern (CUDA Programming Guide, memory fence functions): each block's h is
-// made visible before its arrival is counted, and the block that counts last reads every block's
-// h and quantizes it with the contract's helpers (hold_row, quantize_held_row: the same codes and
-// scales as quantize_rows_kernel), then resets the count for the next launch.
-// Element i of a row that other blocks wrote (hold_row's loader).
-struct OtherBlocksRow {
-    const float4 *row;
-    __device__ float4 operator()(int i) const { return coli_load_from_other_blocks(row + i); }
-};
-
-template <int ST>
-__device__ inline void quantize_hidden_if_last(const BatchArgs &a, int problem, int s0, const HiddenCodes &c) {
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    const BatchProblem &p = a.p[problem];
-    const int blocks = (problem + 1 < a.n ? a.p[problem + 1].first_block : (int)gridDim.x) - p.first_block;
-    int *count = c.arrivals + problem * gridDim.y + blockIdx.y;
-    if (threadIdx.x == 0) last = atomicAdd(count, 1) == blocks - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int n4 = a.O / 4;
-    for (int s = s0; s < min(s0 + ST, p.S); ++s) {
-        const float4 *hr = (const float4 *)(p.y + (size_t)s * a.O);
-        float4 v[kHiddenHeldFloat4s];
-        const float m = hold_row<kHiddenHeldFloat4s>(v, n4, OtherBlocksRow{hr});
-        quantize_held_row<kHiddenHeldFloat4s>(v, m, n4, c.ldq, c.q[problem] + (size_t)s * c.ldq, c.sx[problem] + s);
-    }
-    if (threadIdx.x == 0) *count = 0;
-}
-
-// Problem p: gate p.w / p.scales, up p.w2 / p.scales2, h into p.y [S][O] (exact mode, with
-// codes.arrivals: also h's codes, quantize_hidden_if_last).
+// Problem p: gate p.w / p.scales, up p.w2 / p.scales2, h into p.y [S][O].
 template <int FMT, int ST, bool EXACT, bool WIDE, int U = vec_pieces_in_flight(EXACT)>
-__global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs a, HiddenCodes codes) {
+__global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs a) {
     coli_release_dependents();
-    const int problem = batch_problem_index(a);
-    const BatchProblem &p = a.p[problem];
+    const BatchProblem &p = batch_problem(a);
     const int s0 = blockIdx.y * ST, lane = threadIdx.x % kRowLanes;
     const int o = ((int)blockIdx.x - p.first_block) * kSwigluRowsPerBlock + (int)(threadIdx.x / kRowLanes);
     if (s0 < p.S && o < a.O) {
@@ -87,9 +41,6 @@ __global__ void __launch_bounds__(kBlockThreads) matvec_swiglu_kernel(BatchArgs 
         }
     }
     coli_wait_prior_grid(); // every thread, also those without a row
-    if constexpr (EXACT) {
-        if (codes.arrivals) quantize_hidden_if_last<ST>(a, problem, s0, codes);
-    }
 }
 
 // The down projections of a one-token group (decode: the top-k experts, one row each, at most

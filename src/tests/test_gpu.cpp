@@ -451,9 +451,7 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector
     // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
     // float mode's vector path with a partial block (exact: the unfused three-launch path); D = 258,
-    // F = 98: the combine and the hidden step on rows that are not whole float4s (exact mode's h
-    // codes: from the gate/up launch's last blocks at F = 96, one per problem and row tile, their
-    // counts reused call after call; from a launch of their own at F = 98). Each call also
+    // F = 98: the combine and the hidden step on rows that are not whole float4s. Each call also
     // runs on every kernel path of the registry (automatic takes one of them).
     GpuSession session;
     const int device = g_devices.front();
