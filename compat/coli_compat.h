@@ -258,6 +258,49 @@ COLI_DEVICE inline void coli_cp_async_commit() { asm volatile("cp.async.commit_g
 template <int N> COLI_DEVICE inline void coli_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif // COLI_HAS_NV_TENSOR_CORES
 
+// Warpgroup MMA (Hopper wgmma, sm_90a code only: __CUDA_ARCH_FEAT_SM90_ALL). A kernel that uses
+// these is compiled with a body only where this is 1; the host probes for it (as for mma.sync).
+#if defined(COLI_GPU_VENDOR_CUDA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define COLI_HAS_NV_WGMMA 1
+#else
+#define COLI_HAS_NV_WGMMA 0
+#endif // wgmma
+
+#if COLI_HAS_NV_WGMMA
+// Address of a shared-memory pointer within the block's shared window.
+COLI_DEVICE inline unsigned coli_shared_address(const void *smem) { return (unsigned)__cvta_generic_to_shared(smem); }
+
+// Shared-memory operand descriptor of a K-major tile in the 128-byte swizzle layout: rows of 128
+// bytes, 8-row atoms of 1024 bytes (the tile 1024-byte aligned), 16-byte chunk c of row r stored
+// at chunk c ^ (r % 8) of its row. Advancing the start by 32 bytes moves one k32 step along K.
+COLI_DEVICE inline unsigned long long coli_wgmma_desc_sw128(const void *smem) {
+    const unsigned addr = coli_shared_address(smem);
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// Orders this thread's register writes (A fragments) before the warpgroup's next wgmma.
+COLI_DEVICE inline void coli_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+COLI_DEVICE inline void coli_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> COLI_DEVICE inline void coli_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// d += A (64 x 32 s8, registers, the m16n8k32 A layout per warp of the warpgroup: warp w holds rows
+// 16w..16w+15) x B (32 x 128 s8, K-major in shared memory, desc). d: per warp, for n8 block j,
+// d[4j..4j+3] = (row g, col 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
+COLI_DEVICE inline void coli_wgmma_s8_m64n128k32(int (&d)[64], const int (&a)[4], unsigned long long desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+                   "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+                   "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+                   "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+                   "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+                   "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+                   "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+#endif // COLI_HAS_NV_WGMMA
+
 // Architecture name of a device ("sm_90", "gfx90a"), written into out.
 inline void coli_gpu_arch_name(const cudaDeviceProp &prop, char *out, size_t n) {
 #if defined(COLI_GPU_VENDOR_HIP)
@@ -276,6 +319,17 @@ inline bool coli_gpu_has_nv_tensor_cores(const cudaDeviceProp &prop) {
     return false;
 #else
     return prop.major >= 8;
+#endif // vendor
+}
+
+// Whether the device can run sm_90a code (wgmma): compute capability 9.0 exactly. The host still
+// probes whether the build holds such code.
+inline bool coli_gpu_has_nv_wgmma(const cudaDeviceProp &prop) {
+#if defined(COLI_GPU_VENDOR_HIP)
+    (void)prop;
+    return false;
+#else
+    return prop.major == 9 && prop.minor == 0;
 #endif // vendor
 }
 

@@ -112,7 +112,10 @@ def native_cuda():
         for line in out.split():
             m = re.match(r'^(\d+)\.(\d+)$', line.strip())
             if m:
-                caps.append('sm_%s%s' % (m.group(1), m.group(2)))
+                # Compute capability 9.0 gets sm_90a: its code runs only there, and it holds the
+                # wgmma kernel (docs/gpu-backends.md); sm_90 code would lack it.
+                suffix = 'a' if (m.group(1), m.group(2)) == ('9', '0') else ''
+                caps.append('sm_%s%s%s' % (m.group(1), m.group(2), suffix))
     if not caps:
         fail('gpu_arch=native: no NVIDIA GPU is visible at configure time (nvidia-smi: %s). nvcc '
              'would silently build sm_75 instead. Name the targets, e.g. -Dgpu_arch=sm_80,sm_90.'
@@ -175,7 +178,8 @@ def resolve(backend, compiler, requested):
         codes = supported_cuda_codes(compiler)
         if codes is not None:
             for a in resolved:
-                if a not in codes:
+                # --list-gpu-code names plain targets only: sm_90a is supported where sm_90 is.
+                if CUDA_ARCH.match(a).expand(r'sm_\1') not in codes:
                     fail('gpu_arch: %s is not supported by %s (it supports: %s).'
                          % (a, compiler, ' '.join(sorted(codes))))
     seen = []

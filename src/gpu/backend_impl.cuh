@@ -21,6 +21,7 @@
 #include "gpu/kernels_matvec_split.cuh"
 #include "gpu/kernels_tensor_core.cuh"
 #include "gpu/kernels_tensor_core_skinny.cuh"
+#include "gpu/kernels_tensor_core_wgmma.cuh"
 
 namespace coli::gpu {
 
@@ -55,6 +56,24 @@ coli_status allow_tile_smem(std::string *why) {
     COLI_GPU_OP(allow(mma_exact_tiled_kernel<kG4, 128>, tile_smem_bytes<128>()), "tiled kernel shared memory");
     return COLI_OK;
 }
+
+// Whether the build holds the wgmma body for this device (sm_90a code; compute capability 9.0).
+coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::string *why) {
+    ctx.warpgroup_mma = false;
+    if (!coli_gpu_has_nv_wgmma(prop)) return COLI_OK;
+    DeviceBuffer flag;
+    COLI_GPU_CHECK(ensure(flag, sizeof(int), "wgmma probe buffer", why));
+    COLI_GPU_OP(cudaMemsetAsync(flag.ptr, 0, sizeof(int), ctx.stream), "wgmma probe reset");
+    COLI_GPU_LAUNCH("wgmma_probe_kernel", wgmma_probe_kernel<<<1, 1, 0, ctx.stream>>>(flag.as<int>()));
+    int compiled = 0;
+    COLI_GPU_OP(cudaMemcpyAsync(&compiled, flag.ptr, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream), "wgmma probe read");
+    COLI_GPU_OP(cudaStreamSynchronize(ctx.stream), "wgmma probe sync");
+    if (compiled != 1) return COLI_OK;
+    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
+                "wgmma kernel shared memory");
+    ctx.warpgroup_mma = true;
+    return COLI_OK;
+}
 #endif // COLI_NV_TENSOR_CORE_PATHS
 
 // Does this device run the compiled tensor-core bodies? (Never trust the flag alone: a target
@@ -77,6 +96,7 @@ coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *wh
     *usable = compiled == 1;
 #if COLI_NV_TENSOR_CORE_PATHS
     if (*usable) COLI_GPU_CHECK(allow_tile_smem(why));
+    if (*usable) COLI_GPU_CHECK(probe_wgmma(ctx, prop, why));
 #endif // COLI_NV_TENSOR_CORE_PATHS
     return COLI_OK;
 }
@@ -147,6 +167,9 @@ bool tensor_cores_for(const DeviceContext &ctx, bool exact) { return ctx.tensor_
 // Exact tensor-core calls batch into the tiled kernel when whole 16-byte pieces tile the rows.
 bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0 && L.I <= kTileMaxInputs; }
 
+// The wgmma kernel takes the tiled shapes of exact Q4 (its epilogue is per row, not per group).
+bool wgmma_shape(const Layout &L, bool exact) { return tiled_shape(L, exact) && L.fmt == COLI_FORMAT_Q4; }
+
 // Exact G4 on the vector-load kernels: a scale group spans gs / piece lanes, a power of two up to
 // 32, so its sum is finished by shuffles within those lanes.
 bool g4_group_lanes_ok(int64_t gs, int64_t piece) {
@@ -203,6 +226,7 @@ bool path_available(const DeviceContext &ctx, const Layout &L, bool exact, Matmu
     case MatmulPath::split: return split_shape(L, exact);
     case MatmulPath::tensor_core: return tensor_cores_for(ctx, exact) && tensor_core_shape(L, exact);
     case MatmulPath::skinny: return ctx.tensor_cores && skinny_shape(L, exact);
+    case MatmulPath::warpgroup: return ctx.warpgroup_mma && wgmma_shape(L, exact);
     default: return false;
     }
 }
@@ -234,6 +258,12 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     if (requested == MatmulPath::skinny && !skinny_ok) {
         *why = std::string("the skinny tensor-core path is not available here (") +
                (!ctx.tensor_cores ? "not compiled in or present on this device" : "it takes exact Q4 with I = 2 x row bytes, a multiple of 32") + ")";
+        return COLI_ERR_UNSUPPORTED;
+    }
+    if (requested == MatmulPath::warpgroup && !path_available(ctx, L, exact, MatmulPath::warpgroup)) {
+        *why = std::string("the warpgroup path is not available here (") +
+               (!ctx.warpgroup_mma ? "it needs sm_90a code in the build (-Dgpu_arch=sm_90a or native) and a compute-capability 9.0 device"
+                           : "it takes exact Q4 with rows of whole 16-byte pieces") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
     if (requested != MatmulPath::automatic) *chosen = requested;
@@ -381,6 +411,19 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
+// A batch on the wgmma kernel: 128 x 128 tiles, as the tiled kernel's tall shape.
+coli_status launch_wgmma(const DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+#if COLI_NV_TENSOR_CORE_PATHS
+    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kWgRowsB - 1) / kWgRowsB));
+    COLI_GPU_LAUNCH("wgmma_exact_q4_kernel", wgmma_exact_q4_kernel<<<grid, kWgThreads, kWgSmemBytes, ctx.stream>>>(a));
+    return COLI_OK;
+#else
+    (void)ctx, (void)a, (void)blocks, (void)max_S;
+    *why = "tensor-core kernels are not part of this build";
+    return COLI_ERR_UNSUPPORTED;
+#endif // COLI_NV_TENSOR_CORE_PATHS
+}
+
 // A batch on the skinny kernels (mma_skinny_kernel): blocks of 16 rows per problem, 8 activation
 // rows per grid row; with swiglu, the batch's problems are gate/up pairs and the launch writes h.
 coli_status launch_skinny(DeviceContext &ctx, bool swiglu, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
@@ -462,7 +505,11 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
         }
         MatmulPath chosen;
         COLI_GPU_CHECK(batch_path(ctx, L, max_S, exact, path, first, &chosen, why));
-        const bool tiled = chosen == MatmulPath::tensor_core, skinny = chosen == MatmulPath::skinny;
+        static_assert(kWgRowsA == kTileN, "automatic trades the tiled kernel for wgmma on the same blocks");
+        if (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core && path_available(ctx, L, exact, MatmulPath::warpgroup) &&
+            (int64_t)(end - i) * ((L.O + kTileN - 1) / kTileN) * ((max_S + kWgRowsB - 1) / kWgRowsB) >= ctx.multiprocessors)
+            chosen = MatmulPath::warpgroup; // its 128-row tiles give every multiprocessor a block (as launch_tiled's tall tiles)
+        const bool tiled = chosen == MatmulPath::tensor_core || chosen == MatmulPath::warpgroup, skinny = chosen == MatmulPath::skinny;
         BatchArgs a = batch_args_for(L);
         const int rows_per_block = tiled ? kTileN : skinny ? kSkinnyRows : kVecRowsPerBlock;
         const int blocks = (int)((L.O + rows_per_block - 1) / rows_per_block);
@@ -471,6 +518,10 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             a.p[a.n] = BatchProblem{j.t->weights.as<uint8_t>(), j.t->scales.as<float>(), j.q, j.sx, j.x, j.y, (int)j.S,
                                     a.n * blocks};
             ++a.n;
+        }
+        if (chosen == MatmulPath::warpgroup) {
+            COLI_GPU_CHECK(launch_wgmma(ctx, a, blocks, max_S, why));
+            continue;
         }
         if (tiled) {
             COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_tiled<kQ4>(ctx, a, blocks, max_S, why)
@@ -975,7 +1026,8 @@ std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics)
     if (!ctx) return {};
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     std::vector<MatmulPath> paths;
-    for (MatmulPath path : {MatmulPath::portable, MatmulPath::vector, MatmulPath::split, MatmulPath::tensor_core, MatmulPath::skinny})
+    for (MatmulPath path : {MatmulPath::portable, MatmulPath::vector, MatmulPath::split, MatmulPath::tensor_core, MatmulPath::skinny,
+                             MatmulPath::warpgroup})
         if (path_available(*ctx, L, exact, path)) paths.push_back(path);
     return paths;
 }

@@ -141,6 +141,7 @@ struct DeviceContext {
     int ordinal = 0;
     cudaStream_t stream = nullptr;
     bool tensor_cores = false; // compiled in and present on the device (int8 MMA for exact mode)
+    bool warpgroup_mma = false; // sm_90a code (wgmma) compiled in and a compute-capability 9.0 device
     bool w4a16 = false;        // and the float W4A16 path opted in (COLI_CUDA_TC_W4A16=1)
     int multiprocessors = 1;   // sizes the balanced kernels' grids (one wave)
     bool overlap = false;      // overlapped launches (coli_launch_overlapped) are honoured

@@ -67,8 +67,9 @@ coli_status expert_mlp(const Expert &e, const float *x, float *y, int64_t S, int
 
 // Which matmul kernel a call takes: the device's kernel registry. automatic picks skinny for
 // exact Q4 at 2..32 rows where the tensor cores are, else tensor_core where it is on and S is
-// large enough, else split (exact G4) or vector where the shape allows it, else portable.
-enum class MatmulPath { automatic, portable, vector, split, tensor_core, skinny };
+// large enough (warpgroup instead, where built and present, once its 128-row tiles give every
+// multiprocessor a block), else split (exact G4) or vector where the shape allows it, else portable.
+enum class MatmulPath { automatic, portable, vector, split, tensor_core, skinny, warpgroup };
 
 inline const char *matmul_path_name(MatmulPath path) {
     switch (path) {
@@ -77,6 +78,7 @@ inline const char *matmul_path_name(MatmulPath path) {
     case MatmulPath::split: return "split";
     case MatmulPath::tensor_core: return "tensor_core";
     case MatmulPath::skinny: return "skinny";
+    case MatmulPath::warpgroup: return "warpgroup";
     default: return "auto";
     }
 }

@@ -1,0 +1,127 @@
+// Exact Q4 prefill on Hopper's warpgroup MMA (the "warpgroup" path, MatmulPath::warpgroup): the tiled
+// kernel's tile (kernels_tensor_core.cuh: 128 output rows x 128 activation rows, K steps of 128
+// codes, cp.async stages) with wgmma.m64n128k32 instead of 16 mma.sync per warp and step. Given a
+// body only in sm_90a code (COLI_HAS_NV_WGMMA, compat); the host probes for it
+// (wgmma_probe_kernel) and HIP and other targets take the tiled mma.sync kernel. CPU reference:
+// src/ref/matmul_ref.cpp. Checked by coli-gpu-tests (every registry path) and coli-conformance's
+// matmul family; measured by coli-bench-gpu's BM_gpu_path/*.
+//
+// Operands: each warpgroup (4 warps) multiplies 64 weight rows, held as wgmma's register A in the
+// m16n8k32 layout (unpacked from shared memory as 16 x (code - 8), unpack_q4_sixteenths), by the
+// block's 128 activation rows, wgmma's B, read by the tensor cores from shared memory through a
+// descriptor. Activation rows are stored in the 128-byte swizzle layout (coli_wgmma_desc_sw128):
+// without the swizzle the same kernel ran 1.3x slower than the mma.sync kernel on the H200, with
+// it 1.36x faster (docs/performance.md). Integer sums are exact in any order; the contract's
+// epilogue runs once per output as in every other path, so results are bit-identical.
+#pragma once
+
+#include "coli_compat.h"
+#include "gpu/kernels_matmul.cuh"
+#include "gpu/kernels_tensor_core.cuh"
+
+namespace coli::gpu {
+
+// Writes 1 where this target has the wgmma body compiled in, 0 where it is empty.
+__global__ void wgmma_probe_kernel(int *compiled) { *compiled = COLI_HAS_NV_WGMMA; }
+
+constexpr int kWgRowsA = 128;                            // weight rows per block (2 warpgroups x 64)
+constexpr int kWgRowsB = 128;                            // activation rows per block (wgmma N)
+constexpr int kWgK = 128;                                // codes per stage
+constexpr int kWgStages = 3;                             // two blocks per multiprocessor
+constexpr int kWgThreads = 256;
+constexpr int kWgBytesB = kWgRowsB * kWgK;               // swizzled activation rows, 128 bytes each
+constexpr int kWgStrideA = kWgK / 2 + 16;                // padded weight rows (bytes), as the tiled kernel
+constexpr int kWgStageBytes = kWgBytesB + kWgRowsA * kWgStrideA; // a multiple of 1024
+// One extra KB to align the stages to the swizzle atom.
+constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024;
+static_assert(kWgStageBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
+
+#if COLI_NV_TENSOR_CORE_PATHS
+__global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs a) {
+#if COLI_HAS_NV_WGMMA
+    extern __shared__ __align__(16) uint8_t wg_smem_raw[];
+    uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
+    const BatchProblem &p = batch_problem(a);
+    const int s0 = blockIdx.y * kWgRowsB;
+    if (s0 >= p.S) return;
+    const int o0 = ((int)blockIdx.x - p.first_block) * kWgRowsA;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int steps = (a.ldq + kWgK - 1) / kWgK;
+
+    // Copies of a stage. Activations: lane -> row r_lo of an 8-row group and chunk c_lo of a
+    // 4-chunk half, (warp, j) -> the group and the half, so each row's 64 bytes are read at once
+    // and a warp's 16-byte stores hit distinct banks through the swizzle. Weights: 4 pieces of 16
+    // bytes per row, rows tid / 4 and + 64. Pieces past the data are zero-filled and read nothing.
+    const int r_lo = lane % 8, c_lo = lane / 8, w_row = tid / 4, w_col = (tid % 4) * 16;
+    const uint8_t *w_src = p.w + (size_t)(o0 + w_row) * a.row_bytes + w_col;
+    const int w_rows_left = a.O - o0 - w_row;
+    auto load_stage = [&](int step, int buf) {
+        uint8_t *st = smem + buf * kWgStageBytes;
+        const int ka = step * kWgK, kb = step * (kWgK / 2);
+#pragma unroll
+        for (int j = 0; j < kWgRowsB / 32; ++j) {
+            const int m = warp + 8 * j, r = (m % (kWgRowsB / 8)) * 8 + r_lo, c = (m / (kWgRowsB / 8)) * 4 + c_lo;
+            const bool live = s0 + r < p.S && ka + c * 16 < a.ldq;
+            coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), live ? p.q + (size_t)(s0 + r) * a.ldq + ka + c * 16 : (const int8_t *)p.q,
+                            live);
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const bool live = 64 * j < w_rows_left && kb + w_col < a.row_bytes;
+            coli_cp_async16(st + kWgBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? w_src + (size_t)64 * j * a.row_bytes + kb : p.w,
+                            live);
+        }
+    };
+
+    int acc[kWgRowsB / 2];
+#pragma unroll
+    for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0;
+    for (int s = 0; s < kWgStages - 1; ++s) {
+        if (s < steps) load_stage(s, s);
+        coli_cp_async_commit();
+    }
+    // This thread's A rows (warpgroup warp / 4, its warp warp % 4): a_row and a_row + 8. A k32
+    // step's A registers hold codes 4t..4t+3 (a[0], a[1]) and 16+4t.. (a[2], a[3]): bytes 2t, 2t+1
+    // and 8+2t, 9+2t of the row's 16 packed bytes, gathered by one byte permute.
+    const int a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
+    const unsigned halves = (t & 1) ? 0x7632u : 0x5410u;
+    int buf = 0, next_buf = kWgStages - 1;
+    for (int step = 0; step < steps; ++step) {
+        coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
+        __syncthreads();                     // ... for every thread, and the previous stage is consumed
+        if (step + kWgStages - 1 < steps) load_stage(step + kWgStages - 1, next_buf);
+        coli_cp_async_commit();
+        next_buf = next_buf == kWgStages - 1 ? 0 : next_buf + 1;
+        const uint8_t *st = smem + buf * kWgStageBytes;
+        buf = buf == kWgStages - 1 ? 0 : buf + 1;
+        int af[kWgK / 32][4];
+#pragma unroll
+        for (int kk = 0; kk < kWgK / 32; ++kk) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint8_t *wr = st + kWgBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
+                const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
+                unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
+            }
+        }
+        coli_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kWgK / 32; ++kk) coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+        coli_wgmma_commit();
+        // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
+        // group in flight made ptxas serialize the wgmmas (A written while one runs): not faster.
+        coli_wgmma_wait<0>();
+    }
+#pragma unroll
+    for (int j = 0; j < kWgRowsB / 8; ++j) {
+        for (int e = 0; e < 4; ++e) {
+            const int o = o0 + a_row + (e >= 2 ? 8 : 0), s = s0 + 8 * j + 2 * t + (e & 1);
+            if (s >= p.S || o >= a.O) continue;
+            p.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[4 * j + e] >> 4, p.scales[o], p.sx[s]);
+        }
+    }
+#endif // COLI_HAS_NV_WGMMA
+}
+#endif // COLI_NV_TENSOR_CORE_PATHS
+
+} // namespace coli::gpu
