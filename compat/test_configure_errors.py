@@ -42,6 +42,8 @@ def main(meson, src):
                   ['"gfx90a" is not an NVIDIA target', '-Dgpu=hip'], nvcc is not None, 'no nvcc here'))
     cases.append(('cuda: target nvcc cannot build', ['-Dgpu=cuda', '-Dgpu_arch=sm_70'],
                   {'PATH': cuda_path or ''}, ['sm_70 is not supported by'], nvcc is not None, 'no nvcc here'))
+    cases.append(('cuda: arch-specific target nvcc cannot build', ['-Dgpu=cuda', '-Dgpu_arch=sm_80,sm_91a'],
+                  {'PATH': cuda_path or ''}, ['sm_91a is not supported by'], nvcc is not None, 'no nvcc here'))
     cases.append(('cuda: native without a GPU', ['-Dgpu=cuda', '-Dgpu_arch=native'],
                   {'PATH': cuda_path or ''}, ['no NVIDIA GPU is visible', '-Dgpu_arch=sm_80,sm_90'],
                   nvcc is not None and not have_nvidia_gpu, 'an NVIDIA GPU is visible or no nvcc'))

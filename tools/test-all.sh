@@ -38,7 +38,7 @@ for cfg in "${configs[@]}"; do
     dir=build/$cfg
     case $cfg in
     none) opts=(-Dgpu=none) ;;
-    cuda) opts=(-Dgpu=cuda "-Dgpu_arch=${COLI_CUDA_ARCH:-sm_80,sm_90}") ;;
+    cuda) opts=(-Dgpu=cuda "-Dgpu_arch=${COLI_CUDA_ARCH:-sm_80,sm_90a}") ;;
     hip) opts=(-Dgpu=hip "-Dgpu_arch=${COLI_HIP_ARCH:-gfx1030,gfx90a}") ;;
     catch2v3)
         opts=(-Dgpu=none)
