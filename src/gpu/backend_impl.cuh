@@ -46,6 +46,22 @@ coli_status select_device(int ordinal, std::string *why) {
     return COLI_OK;
 }
 
+// Runs a probe kernel (one thread writes 1 where its target has the probed bodies compiled in)
+// and reads its answer.
+coli_status run_probe(DeviceContext &ctx, void (*probe)(int *), const char *name, bool *compiled, std::string *why) {
+    const std::string buffer = std::string(name) + " buffer", reset = std::string(name) + " reset",
+                      read = std::string(name) + " read", sync = std::string(name) + " sync";
+    DeviceBuffer flag;
+    COLI_GPU_CHECK(ensure(flag, sizeof(int), buffer.c_str(), why));
+    COLI_GPU_OP(cudaMemsetAsync(flag.ptr, 0, sizeof(int), ctx.stream), reset.c_str());
+    COLI_GPU_LAUNCH(name, probe<<<1, 1, 0, ctx.stream>>>(flag.as<int>()));
+    int value = 0;
+    COLI_GPU_OP(cudaMemcpyAsync(&value, flag.ptr, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream), read.c_str());
+    COLI_GPU_OP(cudaStreamSynchronize(ctx.stream), sync.c_str());
+    *compiled = value == 1;
+    return COLI_OK;
+}
+
 #if COLI_NV_TENSOR_CORE_PATHS
 // The tiled kernels' shared memory exceeds the default 48 KB; each device is told once.
 coli_status allow_tile_smem(std::string *why) {
@@ -61,14 +77,9 @@ coli_status allow_tile_smem(std::string *why) {
 coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::string *why) {
     ctx.warpgroup_mma = false;
     if (!coli_gpu_has_nv_wgmma(prop)) return COLI_OK;
-    DeviceBuffer flag;
-    COLI_GPU_CHECK(ensure(flag, sizeof(int), "wgmma probe buffer", why));
-    COLI_GPU_OP(cudaMemsetAsync(flag.ptr, 0, sizeof(int), ctx.stream), "wgmma probe reset");
-    COLI_GPU_LAUNCH("wgmma_probe_kernel", wgmma_probe_kernel<<<1, 1, 0, ctx.stream>>>(flag.as<int>()));
-    int compiled = 0;
-    COLI_GPU_OP(cudaMemcpyAsync(&compiled, flag.ptr, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream), "wgmma probe read");
-    COLI_GPU_OP(cudaStreamSynchronize(ctx.stream), "wgmma probe sync");
-    if (compiled != 1) return COLI_OK;
+    bool compiled = false;
+    COLI_GPU_CHECK(run_probe(ctx, wgmma_probe_kernel, "wgmma_probe_kernel", &compiled, why));
+    if (!compiled) return COLI_OK;
     COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
                 "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
@@ -85,15 +96,7 @@ coli_status probe_tensor_cores(DeviceContext &ctx, bool *usable, std::string *wh
     ctx.multiprocessors = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     ctx.overlap = coli_gpu_overlaps_launches(prop);
     if (!COLI_NV_TENSOR_CORE_PATHS || !coli_gpu_has_nv_tensor_cores(prop)) return COLI_OK;
-    DeviceBuffer flag;
-    COLI_GPU_CHECK(ensure(flag, sizeof(int), "tensor-core probe buffer", why));
-    COLI_GPU_OP(cudaMemsetAsync(flag.ptr, 0, sizeof(int), ctx.stream), "tensor-core probe reset");
-    COLI_GPU_LAUNCH("tc_probe_kernel", tc_probe_kernel<<<1, 1, 0, ctx.stream>>>(flag.as<int>()));
-    int compiled = 0;
-    COLI_GPU_OP(cudaMemcpyAsync(&compiled, flag.ptr, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream),
-                "tensor-core probe read");
-    COLI_GPU_OP(cudaStreamSynchronize(ctx.stream), "tensor-core probe sync");
-    *usable = compiled == 1;
+    COLI_GPU_CHECK(run_probe(ctx, tc_probe_kernel, "tc_probe_kernel", usable, why));
 #if COLI_NV_TENSOR_CORE_PATHS
     if (*usable) COLI_GPU_CHECK(allow_tile_smem(why));
     if (*usable) COLI_GPU_CHECK(probe_wgmma(ctx, prop, why));
@@ -398,10 +401,15 @@ template <int FMT, int BM> coli_status launch_tiled_rows(const BatchArgs &a, int
 
 // 128-row tiles halve the weight tiles' reloads, but only pay while they still give every
 // multiprocessor a block (a 2048 x 6144 matrix at 512 rows has 64 of them: 64-row tiles win).
+// The same holds for the wgmma kernel's 128-row tiles against the tiled kernel's 64-row ones.
+bool tall_tiles_fill_device(const DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S) {
+    return (int64_t)a.n * blocks * ((max_S + 127) / 128) >= ctx.multiprocessors;
+}
+
 template <int FMT>
 coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
-    const bool tall = (int64_t)a.n * blocks * ((max_S + 127) / 128) >= ctx.multiprocessors;
+    const bool tall = tall_tiles_fill_device(ctx, a, blocks, max_S);
     return tall ? launch_tiled_rows<FMT, 128>(a, blocks, max_S, ctx.stream, why)
                 : launch_tiled_rows<FMT, 64>(a, blocks, max_S, ctx.stream, why);
 #else
@@ -505,10 +513,6 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
         }
         MatmulPath chosen;
         COLI_GPU_CHECK(batch_path(ctx, L, max_S, exact, path, first, &chosen, why));
-        static_assert(kWgRowsA == kTileN, "automatic trades the tiled kernel for wgmma on the same blocks");
-        if (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core && path_available(ctx, L, exact, MatmulPath::warpgroup) &&
-            (int64_t)(end - i) * ((L.O + kTileN - 1) / kTileN) * ((max_S + kWgRowsB - 1) / kWgRowsB) >= ctx.multiprocessors)
-            chosen = MatmulPath::warpgroup; // its 128-row tiles give every multiprocessor a block (as launch_tiled's tall tiles)
         const bool tiled = chosen == MatmulPath::tensor_core || chosen == MatmulPath::warpgroup, skinny = chosen == MatmulPath::skinny;
         BatchArgs a = batch_args_for(L);
         const int rows_per_block = tiled ? kTileN : skinny ? kSkinnyRows : kVecRowsPerBlock;
@@ -519,7 +523,11 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
                                     a.n * blocks};
             ++a.n;
         }
-        if (chosen == MatmulPath::warpgroup) {
+        // automatic trades the tiled kernel for wgmma where its 128-row tiles fill the device.
+        static_assert(kWgRowsA == kTileN && kWgRowsB == 128, "the wgmma kernel runs the tiled kernel's tall blocks");
+        if (chosen == MatmulPath::warpgroup ||
+            (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core &&
+             path_available(ctx, L, exact, MatmulPath::warpgroup) && tall_tiles_fill_device(ctx, a, blocks, max_S))) {
             COLI_GPU_CHECK(launch_wgmma(ctx, a, blocks, max_S, why));
             continue;
         }
