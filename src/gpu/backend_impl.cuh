@@ -317,13 +317,14 @@ struct MatmulJob {
     int64_t S;
 };
 
-// Blocks of this kernel the whole device holds at once (cached per kernel).
-template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel) {
+// Blocks of this kernel the whole device holds at once (cached per kernel), at kBlockThreads
+// threads and smem_bytes of dynamic shared memory per block.
+template <class Kernel> int resident_blocks(DeviceContext &ctx, Kernel kernel, int smem_bytes = 0) {
     const void *key = reinterpret_cast<const void *>(kernel);
     auto it = ctx.resident_blocks.find(key);
     if (it != ctx.resident_blocks.end()) return it->second;
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, smem_bytes) != cudaSuccess) {
         cudaGetLastError(); // a query only: size as if one block fits
         per_sm = 1;
     }
@@ -419,14 +420,20 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
-// A batch on the wgmma kernel: 128 x 128 tiles, as the tiled kernel's tall shape.
-coli_status launch_wgmma(const DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+// A batch on the wgmma kernel: 128 x 128 tiles, as the tiled kernel's tall shape, walked by at
+// most one wave of blocks (the kernel is persistent).
+coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
-    const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kWgRowsB - 1) / kWgRowsB));
+    static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
+    int64_t tiles = 0;
+    for (int i = 0; i < a.n; ++i) tiles += (int64_t)blocks * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+    if (tiles == 0) return COLI_OK;
+    const int64_t wave = resident_blocks(ctx, wgmma_exact_q4_kernel, kWgSmemBytes);
+    const dim3 grid((unsigned)std::min(tiles, wave));
     COLI_GPU_LAUNCH("wgmma_exact_q4_kernel", wgmma_exact_q4_kernel<<<grid, kWgThreads, kWgSmemBytes, ctx.stream>>>(a));
     return COLI_OK;
 #else
-    (void)ctx, (void)a, (void)blocks, (void)max_S;
+    (void)ctx, (void)a, (void)blocks;
     *why = "tensor-core kernels are not part of this build";
     return COLI_ERR_UNSUPPORTED;
 #endif // COLI_NV_TENSOR_CORE_PATHS
@@ -528,7 +535,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
         if (chosen == MatmulPath::warpgroup ||
             (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core &&
              path_available(ctx, L, exact, MatmulPath::warpgroup) && tall_tiles_fill_device(ctx, a, blocks, max_S))) {
-            COLI_GPU_CHECK(launch_wgmma(ctx, a, blocks, max_S, why));
+            COLI_GPU_CHECK(launch_wgmma(ctx, a, blocks, why));
             continue;
         }
         if (tiled) {

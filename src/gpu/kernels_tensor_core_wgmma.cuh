@@ -36,48 +36,82 @@ constexpr int kWgStageBytes = kWgBytesB + kWgRowsA * kWgStrideA; // a multiple o
 constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024;
 static_assert(kWgStageBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
 
+// The tiles of a batch, each problem's 128-row activation tiles times the weight's 128-row tiles:
+// tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the weight tiles
+// fastest, so the blocks running at once share activation rows).
+__device__ inline int wgmma_tile_count(const BatchArgs &a, int o_tiles) {
+    int n = 0;
+    for (int i = 0; i < a.n; ++i) n += o_tiles * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+    return n;
+}
+
+// A tile's operands, resolved once per tile (reading the problem with a runtime index inside the
+// step loop costs registers and time, as in matvec_rows).
+struct WgmmaTile {
+    const uint8_t *w;
+    const int8_t *q;
+    const float *scales, *sx;
+    float *y;
+    int S, o0, s0;
+};
+
+__device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles) {
+    int i = 0;
+    for (; i + 1 < a.n; ++i) {
+        const int n = o_tiles * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+        if (tile < n) break;
+        tile -= n;
+    }
+    const BatchProblem &p = a.p[i];
+    return WgmmaTile{p.w, p.q, p.scales, p.sx, p.y, p.S, (tile % o_tiles) * kWgRowsA, (tile / o_tiles) * kWgRowsB};
+}
+
 #if COLI_NV_TENSOR_CORE_PATHS
+// Persistent: one wave of blocks (launch_wgmma) walks the tiles t = blockIdx.x, + gridDim.x, ...
+// with one cp.async ring across tile boundaries, so the next tile's first stages load during this
+// tile's last steps and its epilogue (1.06x faster than a block per tile at 6144 x 2048, S = 2048,
+// where each block takes three tiles; docs/performance.md). first_block is not used.
 __global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs a) {
 #if COLI_HAS_NV_WGMMA
     extern __shared__ __align__(16) uint8_t wg_smem_raw[];
     uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
-    const BatchProblem &p = batch_problem(a);
-    const int s0 = blockIdx.y * kWgRowsB;
-    if (s0 >= p.S) return;
-    const int o0 = ((int)blockIdx.x - p.first_block) * kWgRowsA;
+    const int o_tiles = (a.O + kWgRowsA - 1) / kWgRowsA, tiles = wgmma_tile_count(a, o_tiles);
+    const int my_tiles = (int)blockIdx.x < tiles ? (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int steps = (a.ldq + kWgK - 1) / kWgK;
 
-    // Copies of a stage. Activations: lane -> row r_lo of an 8-row group and chunk c_lo of a
-    // 4-chunk half, (warp, j) -> the group and the half, so each row's 64 bytes are read at once
-    // and a warp's 16-byte stores hit distinct banks through the swizzle. Weights: 4 pieces of 16
-    // bytes per row, rows tid / 4 and + 64. Pieces past the data are zero-filled and read nothing.
+    // Copies of a stage, for the loader's cursor (tile number lk of this block, step ls). Activations:
+    // lane -> row r_lo of an 8-row group and chunk c_lo of a 4-chunk half, (warp, j) -> the group
+    // and the half, so each row's 64 bytes are read at once and a warp's 16-byte stores hit distinct
+    // banks through the swizzle. Weights: 4 pieces of 16 bytes per row, rows tid / 4 and + 64.
+    // Pieces past the data are zero-filled and read nothing.
     const int r_lo = lane % 8, c_lo = lane / 8, w_row = tid / 4, w_col = (tid % 4) * 16;
-    const uint8_t *w_src = p.w + (size_t)(o0 + w_row) * a.row_bytes + w_col;
-    const int w_rows_left = a.O - o0 - w_row;
-    auto load_stage = [&](int step, int buf) {
+    int lk = 0, ls = 0;
+    WgmmaTile lt = wgmma_tile(a, blockIdx.x, o_tiles);
+    auto load_next_stage = [&](int buf) {
+        if (lk >= my_tiles) return;
         uint8_t *st = smem + buf * kWgStageBytes;
-        const int ka = step * kWgK, kb = step * (kWgK / 2);
+        const int ka = ls * kWgK, kb = ls * (kWgK / 2);
 #pragma unroll
         for (int j = 0; j < kWgRowsB / 32; ++j) {
             const int m = warp + 8 * j, r = (m % (kWgRowsB / 8)) * 8 + r_lo, c = (m / (kWgRowsB / 8)) * 4 + c_lo;
-            const bool live = s0 + r < p.S && ka + c * 16 < a.ldq;
-            coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), live ? p.q + (size_t)(s0 + r) * a.ldq + ka + c * 16 : (const int8_t *)p.q,
-                            live);
+            const bool live = lt.s0 + r < lt.S && ka + c * 16 < a.ldq;
+            coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), live ? lt.q + (size_t)(lt.s0 + r) * a.ldq + ka + c * 16 : lt.q, live);
         }
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-            const bool live = 64 * j < w_rows_left && kb + w_col < a.row_bytes;
-            coli_cp_async16(st + kWgBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? w_src + (size_t)64 * j * a.row_bytes + kb : p.w,
+            const int o = lt.o0 + w_row + 64 * j;
+            const bool live = o < a.O && kb + w_col < a.row_bytes;
+            coli_cp_async16(st + kWgBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? lt.w + (size_t)o * a.row_bytes + kb + w_col : lt.w,
                             live);
         }
+        if (++ls == steps) {
+            ls = 0;
+            if (++lk < my_tiles) lt = wgmma_tile(a, blockIdx.x + lk * gridDim.x, o_tiles);
+        }
     };
-
-    int acc[kWgRowsB / 2];
-#pragma unroll
-    for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0;
     for (int s = 0; s < kWgStages - 1; ++s) {
-        if (s < steps) load_stage(s, s);
+        load_next_stage(s);
         coli_cp_async_commit();
     }
     // This thread's A rows (warpgroup warp / 4, its warp warp % 4): a_row and a_row + 8. A k32
@@ -86,38 +120,45 @@ __global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs
     const int a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
     const unsigned halves = (t & 1) ? 0x7632u : 0x5410u;
     int buf = 0, next_buf = kWgStages - 1;
-    for (int step = 0; step < steps; ++step) {
-        coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
-        __syncthreads();                     // ... for every thread, and the previous stage is consumed
-        if (step + kWgStages - 1 < steps) load_stage(step + kWgStages - 1, next_buf);
-        coli_cp_async_commit();
-        next_buf = next_buf == kWgStages - 1 ? 0 : next_buf + 1;
-        const uint8_t *st = smem + buf * kWgStageBytes;
-        buf = buf == kWgStages - 1 ? 0 : buf + 1;
-        int af[kWgK / 32][4];
+    for (int k = 0; k < my_tiles; ++k) {
+        int acc[kWgRowsB / 2];
 #pragma unroll
-        for (int kk = 0; kk < kWgK / 32; ++kk) {
+        for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0;
+        for (int step = 0; step < steps; ++step) {
+            coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
+            __syncthreads();                     // ... for every thread, and the previous stage is consumed
+            load_next_stage(next_buf);
+            coli_cp_async_commit();
+            next_buf = next_buf == kWgStages - 1 ? 0 : next_buf + 1;
+            const uint8_t *st = smem + buf * kWgStageBytes;
+            buf = buf == kWgStages - 1 ? 0 : buf + 1;
+            int af[kWgK / 32][4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const uint8_t *wr = st + kWgBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
-                const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
-                unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
+            for (int kk = 0; kk < kWgK / 32; ++kk) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const uint8_t *wr = st + kWgBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
+                    const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
+                    unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
+                }
             }
+            coli_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kWgK / 32; ++kk) coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+            coli_wgmma_commit();
+            // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
+            // group in flight made ptxas serialize the wgmmas (A written while one runs), and with af
+            // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
+            coli_wgmma_wait<0>();
         }
-        coli_wgmma_fence();
+        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
 #pragma unroll
-        for (int kk = 0; kk < kWgK / 32; ++kk) coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
-        coli_wgmma_commit();
-        // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
-        // group in flight made ptxas serialize the wgmmas (A written while one runs): not faster.
-        coli_wgmma_wait<0>();
-    }
-#pragma unroll
-    for (int j = 0; j < kWgRowsB / 8; ++j) {
-        for (int e = 0; e < 4; ++e) {
-            const int o = o0 + a_row + (e >= 2 ? 8 : 0), s = s0 + 8 * j + 2 * t + (e & 1);
-            if (s >= p.S || o >= a.O) continue;
-            p.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[4 * j + e] >> 4, p.scales[o], p.sx[s]);
+        for (int j = 0; j < kWgRowsB / 8; ++j) {
+            for (int e = 0; e < 4; ++e) {
+                const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * j + 2 * t + (e & 1);
+                if (s >= ct.S || o >= a.O) continue;
+                ct.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[4 * j + e] >> 4, ct.scales[o], ct.sx[s]);
+            }
         }
     }
 #endif // COLI_HAS_NV_WGMMA
