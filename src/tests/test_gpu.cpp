@@ -136,6 +136,35 @@ void check_group_sync_and_async(const std::vector<coli_expert> &experts, const s
     check_group(mode, want, got);
 }
 
+// The first n experts' group through the backend on every kernel path of the registry that takes
+// both projection shapes (gate_L, down_L), each path's fused launches included (gate/up pairs,
+// down + combine), against want (check_group).
+void check_group_on_every_path(int device, const std::vector<coli_expert> &experts, int n, const Layout &gate_L,
+                               const Layout &down_L, const std::vector<int64_t> &rows, const std::vector<float> &x,
+                               const std::vector<int64_t> &token, const std::vector<float> &weight, int64_t tokens, int64_t D,
+                               int mode, const std::vector<float> &want) {
+    gpu::GroupCall call;
+    for (int e = 0; e < n; ++e) {
+        call.experts.push_back({experts[e].gate->device_tensor, experts[e].up->device_tensor, experts[e].down->device_tensor});
+    }
+    call.rows = rows;
+    call.row_token = token;
+    call.row_weight = weight;
+    call.n_tokens = tokens;
+    call.D = D;
+    call.numerics = mode;
+    const std::vector<gpu::MatmulPath> down_paths = gpu::matmul_paths(device, down_L, mode);
+    for (gpu::MatmulPath path : gpu::matmul_paths(device, gate_L, mode)) {
+        if (std::find(down_paths.begin(), down_paths.end(), path) == down_paths.end()) continue;
+        INFO("path " << gpu::matmul_path_name(path));
+        call.path = path;
+        std::vector<float> got(tokens * D, std::nanf(""));
+        std::string why;
+        REQUIRE(gpu::expert_group(call, x.data(), got.data(), &why) == COLI_OK);
+        check_group(mode, want, got);
+    }
+}
+
 // A device buffer of n floats followed by a canary zone, poisoned before every use.
 struct GuardedOutput {
     int device;
@@ -504,30 +533,8 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
                                                         tokens, mode, &ticket) == COLI_OK);
                         REQUIRE(coli_expert_group_take(ticket, again.data()) == COLI_OK);
                         CHECK(count_bit_differences(got.data(), again.data(), got.size()) == 0);
-                        // Every kernel path of the registry that takes both projection shapes,
-                        // through the backend: each path's fused launches (gate/up pairs, down +
-                        // combine).
-                        gpu::GroupCall call;
-                        for (int e = 0; e < n; ++e) {
-                            call.experts.push_back({experts[e].gate->device_tensor, experts[e].up->device_tensor,
-                                                    experts[e].down->device_tensor});
-                        }
-                        call.rows = rows;
-                        call.row_token = token;
-                        call.row_weight = weight;
-                        call.n_tokens = tokens;
-                        call.D = D;
-                        call.numerics = mode;
-                        const std::vector<gpu::MatmulPath> down_paths = gpu::matmul_paths(device, mats[2].L, mode);
-                        for (gpu::MatmulPath path : gpu::matmul_paths(device, mats[0].L, mode)) {
-                            if (std::find(down_paths.begin(), down_paths.end(), path) == down_paths.end()) continue;
-                            INFO("path " << gpu::matmul_path_name(path));
-                            call.path = path;
-                            std::vector<float> by_path(tokens * D, std::nanf(""));
-                            std::string why;
-                            REQUIRE(gpu::expert_group(call, x.data(), by_path.data(), &why) == COLI_OK);
-                            check_group(mode, want, by_path);
-                        }
+                        check_group_on_every_path(device, experts, n, mats[0].L, mats[2].L, rows, x, token, weight, tokens,
+                                                  D, mode, want);
                     }
                 }
             }
@@ -566,24 +573,7 @@ TEST_CASE("a prefill-sized group (several tiles per block) equals the CPU on eve
     const int mode = COLI_NUMERICS_EXACT;
     std::vector<float> want(tokens * D);
     ref::expert_group(ref::matmul, views.data(), 8, rows.data(), x.data(), token.data(), weight.data(), want.data(), tokens, mode);
-    gpu::GroupCall call;
-    for (const coli_expert &e : experts) call.experts.push_back({e.gate->device_tensor, e.up->device_tensor, e.down->device_tensor});
-    call.rows = rows;
-    call.row_token = token;
-    call.row_weight = weight;
-    call.n_tokens = tokens;
-    call.D = D;
-    call.numerics = mode;
-    const std::vector<gpu::MatmulPath> down_paths = gpu::matmul_paths(device, mats[2].L, mode);
-    for (gpu::MatmulPath path : gpu::matmul_paths(device, mats[0].L, mode)) {
-        if (std::find(down_paths.begin(), down_paths.end(), path) == down_paths.end()) continue;
-        INFO("path " << gpu::matmul_path_name(path));
-        call.path = path;
-        std::vector<float> got(tokens * D, std::nanf(""));
-        std::string why;
-        REQUIRE(gpu::expert_group(call, x.data(), got.data(), &why) == COLI_OK);
-        check_group(mode, want, got);
-    }
+    check_group_on_every_path(device, experts, 8, mats[0].L, mats[2].L, rows, x, token, weight, tokens, D, mode, want);
     free_experts(experts);
 }
 
