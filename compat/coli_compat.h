@@ -284,10 +284,12 @@ COLI_DEVICE inline void coli_wgmma_commit() { asm volatile("wgmma.commit_group.s
 template <int N> COLI_DEVICE inline void coli_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 
 // d += A (64 x 32 s8, registers, the m16n8k32 A layout per warp of the warpgroup: warp w holds rows
-// 16w..16w+15) x B (32 x 128 s8, K-major in shared memory, desc). d: per warp, for n8 block j,
-// d[4j..4j+3] = (row g, col 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
-COLI_DEVICE inline void coli_wgmma_s8_m64n128k32(int (&d)[64], const int (&a)[4], unsigned long long desc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+// 16w..16w+15) x B (32 x 128 s8, K-major in shared memory, desc); with accumulate 0, d = A x B (the
+// accumulators overwritten, so no instruction writes them between wgmmas, which would make ptxas
+// serialize them). d: per warp, for n8 block j, d[4j..4j+3] = (row g, col 8j+2t), (g, 8j+2t+1),
+// (g+8, 8j+2t), (g+8, 8j+2t+1).
+COLI_DEVICE inline void coli_wgmma_s8_m64n128k32(int (&d)[64], const int (&a)[4], unsigned long long desc, int accumulate = 1) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p;\n}\n"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
                    "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
@@ -297,7 +299,7 @@ COLI_DEVICE inline void coli_wgmma_s8_m64n128k32(int (&d)[64], const int (&a)[4]
                    "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
                    "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
                    "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 }
 #endif // COLI_HAS_NV_WGMMA
 

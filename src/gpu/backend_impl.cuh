@@ -80,7 +80,9 @@ coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::str
     bool compiled = false;
     COLI_GPU_CHECK(run_probe(ctx, wgmma_probe_kernel, "wgmma_probe_kernel", &compiled, why));
     if (!compiled) return COLI_OK;
-    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_q4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
+    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kQ4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
+                "wgmma kernel shared memory");
+    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kG4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
                 "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
     return COLI_OK;
@@ -170,8 +172,11 @@ bool tensor_cores_for(const DeviceContext &ctx, bool exact) { return ctx.tensor_
 // Exact tensor-core calls batch into the tiled kernel when whole 16-byte pieces tile the rows.
 bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0 && L.I <= kTileMaxInputs; }
 
-// The wgmma kernel takes the tiled shapes of exact Q4 (its epilogue is per row, not per group).
-bool wgmma_shape(const Layout &L, bool exact) { return tiled_shape(L, exact) && L.fmt == COLI_FORMAT_Q4; }
+// The wgmma kernel takes the tiled shapes of exact Q4, and of G4 with groups that end on its
+// 32-code wgmma steps (as tensor_core_shape).
+bool wgmma_shape(const Layout &L, bool exact) {
+    return tiled_shape(L, exact) && (L.fmt == COLI_FORMAT_Q4 || (L.fmt == COLI_FORMAT_G4 && L.gs % 32 == 0));
+}
 
 // Exact G4 on the vector-load kernels: a scale group spans gs / piece lanes, a power of two up to
 // 32, so its sum is finished by shuffles within those lanes.
@@ -266,7 +271,7 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     if (requested == MatmulPath::warpgroup && !path_available(ctx, L, exact, MatmulPath::warpgroup)) {
         *why = std::string("the warpgroup path is not available here (") +
                (!ctx.warpgroup_mma ? "it needs sm_90a code in the build (-Dgpu_arch=sm_90a or native) and a compute-capability 9.0 device"
-                           : "it takes exact Q4 with rows of whole 16-byte pieces") + ")";
+                           : "it takes exact Q4, or G4 with groups of a multiple of 32 codes, with rows of whole 16-byte pieces") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
     if (requested != MatmulPath::automatic) *chosen = requested;
@@ -422,15 +427,15 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 
 // A batch on the wgmma kernel: 128 x 128 tiles, as the tiled kernel's tall shape, walked by at
 // most one wave of blocks (the kernel is persistent).
-coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
+template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
     int64_t tiles = 0;
     for (int i = 0; i < a.n; ++i) tiles += (int64_t)blocks * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
     if (tiles == 0) return COLI_OK;
-    const int64_t wave = resident_blocks(ctx, wgmma_exact_q4_kernel, kWgSmemBytes);
+    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT>, kWgSmemBytes);
     const dim3 grid((unsigned)std::min(tiles, wave));
-    COLI_GPU_LAUNCH("wgmma_exact_q4_kernel", wgmma_exact_q4_kernel<<<grid, kWgThreads, kWgSmemBytes, ctx.stream>>>(a));
+    COLI_GPU_LAUNCH("wgmma_exact_kernel", wgmma_exact_kernel<FMT><<<grid, kWgThreads, kWgSmemBytes, ctx.stream>>>(a));
     return COLI_OK;
 #else
     (void)ctx, (void)a, (void)blocks;
@@ -535,7 +540,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
         if (chosen == MatmulPath::warpgroup ||
             (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core &&
              path_available(ctx, L, exact, MatmulPath::warpgroup) && tall_tiles_fill_device(ctx, a, blocks, max_S))) {
-            COLI_GPU_CHECK(launch_wgmma(ctx, a, blocks, why));
+            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_wgmma<kQ4>(ctx, a, blocks, why) : launch_wgmma<kG4>(ctx, a, blocks, why));
             continue;
         }
         if (tiled) {

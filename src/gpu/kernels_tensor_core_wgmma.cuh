@@ -1,4 +1,4 @@
-// Exact Q4 prefill on Hopper's warpgroup MMA (the "warpgroup" path, MatmulPath::warpgroup): the tiled
+// Exact Q4 and G4 prefill on Hopper's warpgroup MMA (the "warpgroup" path, MatmulPath::warpgroup): the tiled
 // kernel's tile (kernels_tensor_core.cuh: 128 output rows x 128 activation rows, K steps of 128
 // codes, cp.async stages) with wgmma.m64n128k32 instead of 16 mma.sync per warp and step. Given a
 // body only in sm_90a code (COLI_HAS_NV_WGMMA, compat); the host probes for it
@@ -71,7 +71,11 @@ __device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles
 // with one cp.async ring across tile boundaries, so the next tile's first stages load during this
 // tile's last steps and its epilogue (1.06x faster than a block per tile at 6144 x 2048, S = 2048,
 // where each block takes three tiles; docs/performance.md). first_block is not used.
-__global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs a) {
+// G4 (groups of a multiple of 32 codes): where a group ends, the wgmmas so far are waited for and
+// the contract's step t = t + acc * scale runs per output, in group order, as in the tiled kernel;
+// the group's first wgmma overwrites the accumulators. Its running sums double the registers, so
+// one block per multiprocessor.
+template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
 #if COLI_HAS_NV_WGMMA
     extern __shared__ __align__(16) uint8_t wg_smem_raw[];
     uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
@@ -122,8 +126,11 @@ __global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs
     int buf = 0, next_buf = kWgStages - 1;
     for (int k = 0; k < my_tiles; ++k) {
         int acc[kWgRowsB / 2];
+        float tsum[kWgRowsB / 2]; // G4: the running sums over finished groups
 #pragma unroll
-        for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0;
+        for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
+        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
+        bool group_starts = true;
         for (int step = 0; step < steps; ++step) {
             coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
             __syncthreads();                     // ... for every thread, and the previous stage is consumed
@@ -144,20 +151,42 @@ __global__ void __launch_bounds__(kWgThreads, 2) wgmma_exact_q4_kernel(BatchArgs
             }
             coli_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < kWgK / 32; ++kk) coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+            for (int kk = 0; kk < kWgK / 32; ++kk) {
+                if (FMT == kQ4) {
+                    coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+                    continue;
+                }
+                coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
+                group_starts = false;
+                const int k_end = step * kWgK + kk * 32 + 32; // codes consumed after this wgmma
+                if (k_end - 32 < a.ldq && (k_end % a.gs == 0 || k_end >= a.ldq)) { // a group ends: t = t + acc * scale
+                    coli_wgmma_commit();
+                    coli_wgmma_wait<0>();
+                    const int grp = (k_end - 32) / a.gs;
+                    float scale[2]; // rows a_row and a_row + 8
+                    for (int h = 0; h < 2; ++h) {
+                        const int o = ct.o0 + a_row + 8 * h;
+                        scale[h] = o < a.O && grp < a.ng ? ct.scales[(size_t)o * a.ng + grp] : 0.0f;
+                    }
+#pragma unroll
+                    for (int i = 0; i < kWgRowsB / 2; ++i) tsum[i] = coli_exact_group_step(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
+                    group_starts = true;
+                    coli_wgmma_fence();
+                }
+            }
             coli_wgmma_commit();
             // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
             // group in flight made ptxas serialize the wgmmas (A written while one runs), and with af
             // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
             coli_wgmma_wait<0>();
         }
-        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
 #pragma unroll
         for (int j = 0; j < kWgRowsB / 8; ++j) {
             for (int e = 0; e < 4; ++e) {
                 const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * j + 2 * t + (e & 1);
                 if (s >= ct.S || o >= a.O) continue;
-                ct.y[(size_t)s * a.O + o] = coli_exact_row_output(acc[4 * j + e] >> 4, ct.scales[o], ct.sx[s]);
+                ct.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[4 * j + e], ct.sx[s])
+                                                       : coli_exact_row_output(acc[4 * j + e] >> 4, ct.scales[o], ct.sx[s]);
             }
         }
     }
