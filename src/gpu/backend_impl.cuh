@@ -430,8 +430,7 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
-    int64_t tiles = 0;
-    for (int i = 0; i < a.n; ++i) tiles += (int64_t)blocks * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+    const int64_t tiles = wgmma_tile_count(a, blocks);
     if (tiles == 0) return COLI_OK;
     const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT>, kWgSmemBytes);
     const dim3 grid((unsigned)std::min(tiles, wave));

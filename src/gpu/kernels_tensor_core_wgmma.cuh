@@ -36,12 +36,15 @@ constexpr int kWgStageBytes = kWgBytesB + kWgRowsA * kWgStrideA; // a multiple o
 constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024;
 static_assert(kWgStageBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
 
-// The tiles of a batch, each problem's 128-row activation tiles times the weight's 128-row tiles:
-// tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the weight tiles
-// fastest, so the blocks running at once share activation rows).
-__device__ inline int wgmma_tile_count(const BatchArgs &a, int o_tiles) {
+// The tiles of a batch, each problem's 128-row activation tiles times the weight's o_tiles 128-row
+// tiles: tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the weight
+// tiles fastest, so the blocks running at once share activation rows). The host sizes the grid
+// from the same count (launch_wgmma).
+COLI_HD inline int wgmma_problem_tiles(const BatchProblem &p, int o_tiles) { return o_tiles * ((p.S + kWgRowsB - 1) / kWgRowsB); }
+
+COLI_HD inline int wgmma_tile_count(const BatchArgs &a, int o_tiles) {
     int n = 0;
-    for (int i = 0; i < a.n; ++i) n += o_tiles * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+    for (int i = 0; i < a.n; ++i) n += wgmma_problem_tiles(a.p[i], o_tiles);
     return n;
 }
 
@@ -58,7 +61,7 @@ struct WgmmaTile {
 __device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles) {
     int i = 0;
     for (; i + 1 < a.n; ++i) {
-        const int n = o_tiles * ((a.p[i].S + kWgRowsB - 1) / kWgRowsB);
+        const int n = wgmma_problem_tiles(a.p[i], o_tiles);
         if (tile < n) break;
         tile -= n;
     }
