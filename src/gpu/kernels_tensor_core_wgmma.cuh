@@ -132,7 +132,9 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
         float tsum[kWgRowsB / 2]; // G4: the running sums over finished groups
 #pragma unroll
         for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
-        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
+        // G4's group steps need the tile's scales inside the step loop; Q4 looks its tile up after
+        // the loop, as it did before G4 (holding it across the loop costs Q4 2-4% at S = 2048).
+        const WgmmaTile g4_tile = FMT == kG4 ? wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles) : WgmmaTile{};
         bool group_starts = true;
         for (int step = 0; step < steps; ++step) {
             coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
@@ -168,8 +170,8 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
                     const int grp = (k_end - 32) / a.gs;
                     float scale[2]; // rows a_row and a_row + 8
                     for (int h = 0; h < 2; ++h) {
-                        const int o = ct.o0 + a_row + 8 * h;
-                        scale[h] = o < a.O && grp < a.ng ? ct.scales[(size_t)o * a.ng + grp] : 0.0f;
+                        const int o = g4_tile.o0 + a_row + 8 * h;
+                        scale[h] = o < a.O && grp < a.ng ? g4_tile.scales[(size_t)o * a.ng + grp] : 0.0f;
                     }
 #pragma unroll
                     for (int i = 0; i < kWgRowsB / 2; ++i) tsum[i] = coli_exact_group_step(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
@@ -183,6 +185,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
             coli_wgmma_wait<0>();
         }
+        const WgmmaTile ct = FMT == kG4 ? g4_tile : wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
 #pragma unroll
         for (int j = 0; j < kWgRowsB / 8; ++j) {
             for (int e = 0; e < 4; ++e) {
