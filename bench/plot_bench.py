@@ -4,6 +4,9 @@ the measured read bandwidth as the roofline.
 
   plot_bench.py RESULTS.json OUT.png        Google Benchmark JSON (--benchmark_out)
   plot_bench.py RESULTS.console.txt OUT.png the console output of the same run
+  plot_bench.py RESULTS OUT.png EXCLUDE     leaves out the benchmarks whose names match the regular
+                                            expression EXCLUDE (points that do not describe the tree
+                                            the plot is shown for; say which in its caption)
 """
 import json
 import re
@@ -33,8 +36,10 @@ def from_console(path):
     return {'context': context, 'benchmarks': benches}
 
 
-def main(path, png):
+def main(path, png, exclude=None):
     data = from_console(path) if path.endswith('.txt') else json.load(open(path))
+    if exclude:
+        data['benchmarks'] = [b for b in data['benchmarks'] if not re.search(exclude, b['name'])]
     roof = float(data['context'].get('read_bandwidth_151MB_bytes_per_second', 0)) / 1e12
     series = {}
     for b in data['benchmarks']:
@@ -60,4 +65,4 @@ def main(path, png):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
