@@ -142,12 +142,16 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
     }
     for (int base = 0; base < pieces; base += kRowLanes * U) {
         unsigned raw[U][R][(WB + 3) / 4];
+        // G4: each piece's group scale, loaded with its weights. Loaded where the products need
+        // it, each step waited for its scale's latency in turn.
+        float piece_scale[U][R];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int pc = base + u * kRowLanes + lane;
             for (int r = 0; r < R; ++r) {
                 if (pc < pieces) load_piece<WB>(rows.w[r] + (size_t)pc * WB, raw[u][r]);
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
+                if (FMT == kG4) piece_scale[u][r] = rows.scales[r][min(pc, pieces - 1) * PIECE / a.gs];
             }
         }
         if (base == 0) coli_wait_prior_grid();
@@ -182,10 +186,9 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                     // The contract's G4 epilogue, t = t + acc_g * scale_g in group order: sum
                     // each group over its lanes, round its product once, then add this step's
                     // groups in lane (= group) order. Every lane computes the same t.
-                    const int g = (int)((long long)min(pc, pieces - 1) * PIECE / a.gs);
                     const int first = base + u * kRowLanes;
                     for (int r = 0; r < R; ++r) {
-                        const float scale = rows.scales[r][g];
+                        const float scale = piece_scale[u][r];
                         for (int s = 0; s < ST; ++s) {
                             int sum = part[r][s];
                             for (int m = 1; m < group_lanes; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
@@ -211,7 +214,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                         }
                     }
                     for (int r = 0; r < R; ++r) {
-                        if (FMT == kG4) part[r] *= rows.scales[r][(int)((long long)pc * PIECE / a.gs)];
+                        if (FMT == kG4) part[r] *= piece_scale[u][r];
                         facc[r][s] += part[r];
                     }
                 }
