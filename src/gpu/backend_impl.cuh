@@ -274,11 +274,14 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
                            : "it takes exact Q4, or G4 with groups of a multiple of 32 codes, with rows of whole 16-byte pieces") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
+    // split wins where vector's in-order G4 epilogue runs per step (exact G4), and up to
+    // kSplitMaxAutoRowsExactG4 rows over the tensor cores too (measured, docs/performance.md)
+    const bool split_g4 = split_ok && exact && L.fmt == COLI_FORMAT_G4;
     if (requested != MatmulPath::automatic) *chosen = requested;
     else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxAutoRows) *chosen = MatmulPath::skinny;
+    else if (split_g4 && S <= kSplitMaxAutoRowsExactG4) *chosen = MatmulPath::split;
     else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
-    // split wins where vector's in-order G4 epilogue runs per step (exact G4; measured, docs/performance.md)
-    else if (split_ok && exact && L.fmt == COLI_FORMAT_G4) *chosen = MatmulPath::split;
+    else if (split_g4) *chosen = MatmulPath::split;
     else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;
     return COLI_OK;
 }
@@ -1049,6 +1052,14 @@ std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics)
                              MatmulPath::warpgroup})
         if (path_available(*ctx, L, exact, path)) paths.push_back(path);
     return paths;
+}
+
+MatmulPath automatic_path(int ordinal, const Layout &L, int64_t S, int numerics) {
+    DeviceContext *ctx = context(ordinal);
+    MatmulPath chosen = MatmulPath::automatic;
+    std::string ignored;
+    if (ctx) choose_path(*ctx, L, S, numerics == COLI_NUMERICS_EXACT, MatmulPath::automatic, &chosen, &ignored);
+    return chosen;
 }
 
 // ---- tensors -------------------------------------------------------------------------------------

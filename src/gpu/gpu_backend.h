@@ -115,6 +115,10 @@ coli_status buffer_read(int ordinal, void *dst, const void *src, size_t bytes, s
 // conformance and benchmarks iterate. Empty when the device was not started.
 std::vector<MatmulPath> matmul_paths(int ordinal, const Layout &L, int numerics);
 
+// The path an automatic call of S rows takes on this device (its choice rules: docs/gpu-backends.md);
+// MatmulPath::automatic when the device was not started.
+MatmulPath automatic_path(int ordinal, const Layout &L, int64_t S, int numerics);
+
 // y_dev[S][O] = x_dev[S][I] * W^T with device buffers; the same kernels as matmul().
 coli_status matmul_device(const DeviceTensor *t, const float *x_dev, float *y_dev, int64_t S, int numerics,
                           MatmulPath path, std::string *why);

@@ -30,6 +30,10 @@ namespace coli::gpu {
 constexpr int kSplitPieceBytes = 16;                        // one 16-byte weight load per lane and row
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
+// Automatic selection keeps exact G4 on this path up to this S, ahead of the tensor cores: on the
+// H200 at 16 rows 32.9 against 88.5 us (2048 x 6144) and 29.4 against 32.5 (6144 x 2048); at 32
+// rows the shapes disagree (70.0 against 88.8, 53.6 against 32.7).
+constexpr int kSplitMaxAutoRowsExactG4 = 16;
 
 // Codes in one 16-byte piece of a row: the vector kernel's wide piece (split_shape on the host asks
 // the same).

@@ -52,6 +52,7 @@ coli_status matmul_device(const DeviceTensor *, const float *, float *, int64_t,
     return not_built(why);
 }
 std::vector<MatmulPath> matmul_paths(int, const Layout &, int) { return {}; }
+MatmulPath automatic_path(int, const Layout &, int64_t, int) { return MatmulPath::automatic; }
 coli_status launch_invalid_kernel(int, std::string *why) { return not_built(why); }
 coli_status probe_read_bandwidth(int, size_t, int, double *, std::string *why) { return not_built(why); }
 coli_status probe_copy(int, size_t, int, double *, std::string *why) { return not_built(why); }

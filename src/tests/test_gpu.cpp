@@ -288,6 +288,43 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
     }
 }
 
+// The selection rules docs/gpu-backends.md states for automatic calls, against the device's own
+// registry: skinny for exact Q4 at 2..32 rows, split for exact G4 up to 16 rows, the tensor cores
+// from 16 rows (float mode with W4A16 on), else split for exact G4, else vector.
+TEST_CASE("automatic calls take the paths the documented rules give", "[gpu][matmul]") {
+    const char *tc = GENERATE("0", "1");
+    GpuSession session(tc);
+    const int64_t shapes[][2] = {{2048, 6144}, {6144, 2048}};
+    for (int device : g_devices) {
+        for (const auto &sh : shapes) {
+            for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4}) {
+                Layout L;
+                std::string why;
+                REQUIRE(make_layout(fmt, sh[0], sh[1], fmt == COLI_FORMAT_G4 ? 128 : 0, &L, &why));
+                for (int mode : {COLI_NUMERICS_FLOAT, COLI_NUMERICS_EXACT}) {
+                    const std::vector<gpu::MatmulPath> paths = gpu::matmul_paths(device, L, mode);
+                    const auto has = [&](gpu::MatmulPath p) { return std::find(paths.begin(), paths.end(), p) != paths.end(); };
+                    const bool exact = mode == COLI_NUMERICS_EXACT;
+                    const bool split_g4 = exact && fmt == COLI_FORMAT_G4 && has(gpu::MatmulPath::split);
+                    for (int64_t S : {1, 2, 8, 16, 17, 32, 33, 128, 2048}) {
+                        gpu::MatmulPath want = has(gpu::MatmulPath::vector) ? gpu::MatmulPath::vector : gpu::MatmulPath::portable;
+                        if (has(gpu::MatmulPath::skinny) && S >= 2 && S <= 32) want = gpu::MatmulPath::skinny;
+                        else if (split_g4 && S <= 16) want = gpu::MatmulPath::split;
+                        else if (has(gpu::MatmulPath::tensor_core) && S >= 16) want = gpu::MatmulPath::tensor_core;
+                        else if (split_g4) want = gpu::MatmulPath::split;
+                        const gpu::MatmulPath got = gpu::automatic_path(device, L, S, mode);
+                        INFO("device " << device << " " << format_name(fmt) << " " << sh[0] << "x" << sh[1] << " mode=" << mode
+                                       << " S=" << S << " W4A16=" << tc << " got " << gpu::matmul_path_name(got));
+                        CHECK(got == want);
+                    }
+                    // The registry's float tensor-core path is W4A16, offered only when it is on.
+                    if (!exact) CHECK(has(gpu::MatmulPath::tensor_core) == gpu::w4a16_active(device));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("the C API on GPU devices: matmul, expert MLP, group and async group equal the CPU", "[gpu][api]") {
     const char *tc = GENERATE("0", "1");
     GpuSession session(tc);
