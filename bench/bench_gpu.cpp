@@ -226,7 +226,7 @@ void register_all() {
                                              "/I:" + std::to_string(sh[1]);
                     auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_matmul, fmt, mode, sh[0], sh[1], path);
                     b->ArgName("S")->UseManualTime()->Unit(benchmark::kMicrosecond);
-                    for (int64_t s : {1, 4, 32, 512}) b->Arg(s);
+                    for (int64_t s : {1, 4, 16, 32, 128, 512}) b->Arg(s);
                     // The prefill kernels side by side at the target's S = 2048 too.
                     if (path == gpu::MatmulPath::tensor_core || path == gpu::MatmulPath::warpgroup) b->Arg(2048);
                 }
