@@ -31,8 +31,9 @@ constexpr int kSplitPieceBytes = 16;                        // one 16-byte weigh
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
 // Automatic selection keeps exact G4 on this path up to this S, ahead of the tensor cores: on the
-// H200 at 16 rows 32.9 against 88.5 us (2048 x 6144) and 29.4 against 32.5 (6144 x 2048); at 32
-// rows the shapes disagree (70.0 against 88.8, 53.6 against 32.7).
+// H200 at 16 rows 32.8 against 87.0 us (2048 x 6144) and 29.2 against 31.9 (6144 x 2048) on the
+// tiled kernel that automatic takes there; at 32 rows the shapes disagree (70.3 against 87.5,
+// 53.3 against 32.4; docs/performance.md).
 constexpr int kSplitMaxAutoRowsExactG4 = 16;
 
 // Codes in one 16-byte piece of a row: the vector kernel's wide piece (split_shape on the host asks
