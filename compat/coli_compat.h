@@ -223,6 +223,18 @@ template <class T> COLI_DEVICE inline T coli_shfl_xor(T v, int lane_mask, int wi
 #endif // vendor
 }
 
+// The 32 lanes of a group see each other's shared-memory writes made before this point (every
+// lane of the group calls it). CUDA: the warp's barrier (its lanes may diverge); AMD: a wavefront
+// runs its lanes in lockstep, so ordering the memory operations suffices.
+COLI_DEVICE inline void coli_sync_lanes() {
+#if defined(COLI_GPU_VENDOR_CUDA)
+    __syncwarp();
+#else
+    __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "workgroup");
+    __builtin_amdgcn_wave_barrier();
+#endif // vendor
+}
+
 #if COLI_HAS_NV_TENSOR_CORES
 // Tensor-core atoms (sm_80+), fragment layouts as in the PTX ISA for mma.m16n8k32 (.s8) and
 // mma.m16n8k16 (.bf16), with g = lane / 4 and t = lane % 4:

@@ -233,6 +233,10 @@ const Shape kShapes[] = {
     {COLI_FORMAT_Q2, 19, 125, 0, 2},     {COLI_FORMAT_Q2, 24, 192, 0, 5},     {COLI_FORMAT_Q2, 70, 6144, 0, 1},
     {COLI_FORMAT_G4, 20, 224, 32, 1},    {COLI_FORMAT_G4, 48, 256, 64, 3},    {COLI_FORMAT_G4, 2048, 6144, 128, 8},
     {COLI_FORMAT_G4, 30, 2048, 1024, 9}, {COLI_FORMAT_G4, 17, 1000, 32, 6},
+    // Exact G4 at one row with its group products staged in shared memory (kG4StagedGroups) and a
+    // partial last group (992 codes in groups of 64), and with more groups than the slots hold
+    // (gs = 32 at I = 6144: added in the loop).
+    {COLI_FORMAT_G4, 24, 992, 64, 1},    {COLI_FORMAT_G4, 40, 6144, 32, 1},
     // The split path's shapes (rows of whole 512-byte segments) with an odd O (a last pair of one
     // row), G4 units of 1 lane, and more rows than a block's ST.
     {COLI_FORMAT_Q4, 33, 1024, 0, 3},    {COLI_FORMAT_G4, 35, 1024, 32, 1},   {COLI_FORMAT_Q8, 9, 512, 0, 11},
@@ -521,11 +525,12 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // the fused ones, kernels_matvec_expert.cuh) with 1 to 9 rows each (1: exact mode's wide vector
     // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
     // float mode's vector path with a partial block (exact: the unfused three-launch path); D = 258,
-    // F = 98: the combine and the hidden step on rows that are not whole float4s. Each call also
-    // runs on every kernel path of the registry (automatic takes one of them).
+    // F = 98: the combine and the hidden step on rows that are not whole float4s; F = 640: exact
+    // G4's down rows with more scale groups than the fused down launch stages (kG4StagedGroups).
+    // Each call also runs on every kernel path of the registry (automatic takes one of them).
     GpuSession session;
     const int device = g_devices.front();
-    const int64_t shapes[][2] = {{256, 96}, {260, 96}, {258, 98}};
+    const int64_t shapes[][2] = {{256, 96}, {260, 96}, {258, 98}, {256, 640}};
     for (const auto &shape : shapes) {
         const int64_t D = shape[0], F = shape[1];
         for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4, COLI_FORMAT_Q8}) {
