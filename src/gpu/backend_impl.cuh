@@ -274,9 +274,10 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
                            : "it takes exact Q4, or G4 with groups of a multiple of 32 codes, with rows of whole 16-byte pieces") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
-    // split wins where vector's in-order G4 epilogue runs per step (exact G4), and up to
-    // kSplitMaxAutoRowsExactG4 rows over the tensor cores too (measured, docs/performance.md)
-    const bool split_g4 = split_ok && exact && L.fmt == COLI_FORMAT_G4;
+    // Exact G4: one row on vector (its group products staged, and the decode group's fused
+    // launches), more on split, which wins where vector's in-order G4 epilogue runs per step, and
+    // up to kSplitMaxAutoRowsExactG4 rows over the tensor cores too (measured, docs/performance.md)
+    const bool split_g4 = split_ok && exact && L.fmt == COLI_FORMAT_G4 && !(S == 1 && vec_ok);
     if (requested != MatmulPath::automatic) *chosen = requested;
     else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxAutoRows) *chosen = MatmulPath::skinny;
     else if (split_g4 && S <= kSplitMaxAutoRowsExactG4) *chosen = MatmulPath::split;

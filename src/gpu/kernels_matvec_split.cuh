@@ -30,9 +30,10 @@ namespace coli::gpu {
 constexpr int kSplitPieceBytes = 16;                        // one 16-byte weight load per lane and row
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
-// Automatic selection keeps exact G4 on this path up to this S, ahead of the tensor cores: on the
-// H200 at 16 rows 32.8 against 87.0 us (2048 x 6144) and 29.2 against 31.9 (6144 x 2048) on the
-// tiled kernel that automatic takes there; at 32 rows the shapes disagree (70.3 against 87.5,
+// Automatic selection keeps exact G4 on this path from 2 rows (one row takes vector, whose G4
+// products are staged at one row, where the shape allows) up to this S, ahead of the tensor cores:
+// on the H200 at 16 rows 32.8 against 87.0 us (2048 x 6144) and 29.2 against 31.9 (6144 x 2048) on
+// the tiled kernel that automatic takes there; at 32 rows the shapes disagree (70.3 against 87.5,
 // 53.3 against 32.4; docs/performance.md).
 constexpr int kSplitMaxAutoRowsExactG4 = 16;
 
