@@ -276,11 +276,13 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     }
     // Exact G4: one row on vector (its group products staged, and the decode group's fused
     // launches), more on split, which wins where vector's in-order G4 epilogue runs per step, and
-    // up to kSplitMaxAutoRowsExactG4 rows over the tensor cores too (measured, docs/performance.md)
+    // over the tensor cores too up to 16 rows, 32 for rows longer than the matrix is tall
+    // (kernels_matvec_split.cuh; measured, docs/performance.md)
     const bool split_g4 = split_ok && exact && L.fmt == COLI_FORMAT_G4 && !(S == 1 && vec_ok);
+    const int64_t split_g4_max_rows = L.I > L.O ? kSplitMaxAutoRowsExactG4LongRows : kSplitMaxAutoRowsExactG4;
     if (requested != MatmulPath::automatic) *chosen = requested;
     else if (skinny_ok && S >= kSkinnyMinRows && S <= kSkinnyMaxAutoRows) *chosen = MatmulPath::skinny;
-    else if (split_g4 && S <= kSplitMaxAutoRowsExactG4) *chosen = MatmulPath::split;
+    else if (split_g4 && S <= split_g4_max_rows) *chosen = MatmulPath::split;
     else if (tc_ok && S >= kTcMinRows) *chosen = MatmulPath::tensor_core;
     else if (split_g4) *chosen = MatmulPath::split;
     else *chosen = vec_ok ? MatmulPath::vector : MatmulPath::portable;

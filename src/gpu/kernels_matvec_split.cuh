@@ -31,11 +31,14 @@ constexpr int kSplitPieceBytes = 16;                        // one 16-byte weigh
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
 // Automatic selection keeps exact G4 on this path from 2 rows (one row takes vector, whose G4
-// products are staged at one row, where the shape allows) up to this S, ahead of the tensor cores:
-// on the H200 at 16 rows 32.8 against 87.0 us (2048 x 6144) and 29.2 against 31.9 (6144 x 2048) on
-// the tiled kernel that automatic takes there; at 32 rows the shapes disagree (70.3 against 87.5,
-// 53.3 against 32.4; docs/performance.md).
+// products are staged at one row, where the shape allows) up to kSplitMaxAutoRowsExactG4 rows, or
+// kSplitMaxAutoRowsExactG4LongRows where the rows are longer than the matrix is tall (I > O: few
+// 128-row tiles for the tensor cores), ahead of the tensor cores. Split against the faster
+// tensor-core kernel on the H200 at 16 / 24 / 32 rows: 2048 x 6144 32.9 / 42.8 / 70.3 against 84.3
+// / 84.6 / 84.9 us, 6144 x 2048 29.1 / 41.5 / 53.4 against 32.0 / 32.1 / 32.4
+// (docs/performance.md).
 constexpr int kSplitMaxAutoRowsExactG4 = 16;
+constexpr int kSplitMaxAutoRowsExactG4LongRows = 32;
 
 // Codes in one 16-byte piece of a row: the vector kernel's wide piece (split_shape on the host asks
 // the same).

@@ -293,8 +293,9 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
 }
 
 // The selection rules docs/gpu-backends.md states for automatic calls, against the device's own
-// registry: skinny for exact Q4 at 2..32 rows, split for exact G4 at 2..16 rows, the tensor cores
-// from 16 rows (float mode with W4A16 on), else split for exact G4 above one row, else vector.
+// registry: skinny for exact Q4 at 2..32 rows, split for exact G4 at 2..16 rows (2..32 where
+// I > O), the tensor cores from 16 rows (float mode with W4A16 on), else split for exact G4 above
+// one row, else vector.
 TEST_CASE("automatic calls take the paths the documented rules give", "[gpu][matmul]") {
     const char *tc = GENERATE("0", "1");
     GpuSession session(tc);
@@ -309,12 +310,12 @@ TEST_CASE("automatic calls take the paths the documented rules give", "[gpu][mat
                     const std::vector<gpu::MatmulPath> paths = gpu::matmul_paths(device, L, mode);
                     const auto has = [&](gpu::MatmulPath p) { return std::find(paths.begin(), paths.end(), p) != paths.end(); };
                     const bool exact = mode == COLI_NUMERICS_EXACT;
-                    for (int64_t S : {1, 2, 8, 16, 17, 32, 33, 128, 2048}) {
+                    for (int64_t S : {1, 2, 8, 16, 17, 24, 32, 33, 128, 2048}) {
                         const bool split_g4 = exact && fmt == COLI_FORMAT_G4 && has(gpu::MatmulPath::split) &&
                                               !(S == 1 && has(gpu::MatmulPath::vector));
                         gpu::MatmulPath want = has(gpu::MatmulPath::vector) ? gpu::MatmulPath::vector : gpu::MatmulPath::portable;
                         if (has(gpu::MatmulPath::skinny) && S >= 2 && S <= 32) want = gpu::MatmulPath::skinny;
-                        else if (split_g4 && S <= 16) want = gpu::MatmulPath::split;
+                        else if (split_g4 && S <= (sh[1] > sh[0] ? 32 : 16)) want = gpu::MatmulPath::split;
                         else if (has(gpu::MatmulPath::tensor_core) && S >= 16) want = gpu::MatmulPath::tensor_core;
                         else if (split_g4) want = gpu::MatmulPath::split;
                         const gpu::MatmulPath got = gpu::automatic_path(device, L, S, mode);
