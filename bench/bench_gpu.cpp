@@ -226,9 +226,10 @@ void register_all() {
                                              "/I:" + std::to_string(sh[1]);
                     auto *b = benchmark::RegisterBenchmark(name.c_str(), bm_matmul, fmt, mode, sh[0], sh[1], path);
                     b->ArgName("S")->UseManualTime()->Unit(benchmark::kMicrosecond);
-                    // 24: between the 16 and the 32 rows where automatic exact G4 leaves split,
-                    // by shape (kernels_matvec_split.cuh).
-                    for (int64_t s : {1, 4, 16, 24, 32, 128, 512}) b->Arg(s);
+                    // 2 .. 8: exact G4 on vector against split (automatic takes split from 2
+                    // rows); 24: between the 16 and the 32 rows where it leaves split, by shape
+                    // (kernels_matvec_split.cuh).
+                    for (int64_t s : {1, 2, 4, 8, 16, 24, 32, 128, 512}) b->Arg(s);
                     // The prefill kernels side by side at the target's S = 2048 too.
                     if (path == gpu::MatmulPath::tensor_core || path == gpu::MatmulPath::warpgroup) b->Arg(2048);
                 }

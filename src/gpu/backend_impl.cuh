@@ -193,6 +193,7 @@ bool vector_piece_fits(const Layout &L, bool exact, int64_t piece) {
     if (L.row_bytes % wb != 0) return false;
     if (exact ? (int64_t)(L.row_bytes / wb) * piece > padded_inputs(L.I) : L.I % piece != 0) return false;
     if (L.fmt != COLI_FORMAT_G4) return true;
+    if ((uint64_t)padded_inputs(L.I) * (uint64_t)L.gs >= (1ull << 32)) return false; // scale_group's range
     return exact ? g4_group_lanes_ok(L.gs, piece) : L.gs % piece == 0;
 }
 
@@ -487,6 +488,10 @@ BatchArgs batch_args_for(const Layout &L) {
     a.gs = (int)L.gs;
     a.ng = (int)(L.groups > 0 ? L.groups : 1);
     a.ldq = (int)padded_inputs(L.I);
+    a.gs_magic = L.gs >= 2 ? (unsigned)(((1ull << 32) + (uint64_t)L.gs - 1) / (uint64_t)L.gs) : 0u;
+    if (L.gs > 0 && (L.gs & (L.gs - 1)) == 0) {
+        while (((int64_t)1 << a.gs_shift) < L.gs) ++a.gs_shift;
+    }
     return a;
 }
 

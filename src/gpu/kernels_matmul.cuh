@@ -61,7 +61,15 @@ struct BatchProblem {
 struct BatchArgs {
     BatchProblem p[kBatchProblems];
     int n, O, I, row_bytes, gs, ng, ldq;
+    unsigned gs_magic; // G4: ceil(2^32 / gs), scale_group's multiplier
+    int gs_shift;      // G4: log2(gs) where gs is a power of two, else 0
 };
+
+// The G4 scale group of code index c, c / gs as a multiply-high: exact while c * gs < 2^32
+// (batch_args_for checks I * gs), and no division (gs is a runtime value) in the kernels' loops.
+__device__ inline int scale_group(const BatchArgs &a, int c) {
+    return (int)(((unsigned long long)(unsigned)c * a.gs_magic) >> 32);
+}
 
 __device__ inline const BatchProblem &batch_problem(const BatchArgs &a) {
     int i = 0;

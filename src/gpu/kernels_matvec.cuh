@@ -135,12 +135,10 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
     const int pieces = a.row_bytes / WB;
     int row_of[ST]; // activation rows; rows past n_s repeat row 0
     for (int s = 0; s < ST; ++s) row_of[s] = s < n_s ? s : 0;
-    // G4: a piece's scale group is its index >> group_shift where the group's piece count is a
-    // power of two (exact G4 always: whole lanes of one step), else index / group_pieces.
+    // G4: a piece's scale group is its first code >> gs_shift in exact mode (gs a power of two:
+    // whole lanes of one step), scale_group's multiply-high in float mode, from the host's
+    // BatchArgs either way (both computed here and one selected cost the float G4 decode group 8%).
     const int group_pieces = FMT == kG4 ? a.gs / PIECE : 1;
-    int group_shift = 0;
-    while ((1 << group_shift) < group_pieces) ++group_shift;
-    const bool pow2_groups = (1 << group_shift) == group_pieces;
     // Exact G4 at one activation row (decode): each scale group's first lane stores the group's
     // product (its sum x its scale, rounded once) in shared memory, and after the loop lane r adds
     // row r's in group order. Adding them in the loop (every lane, by shuffles, per step) gave the
@@ -171,7 +169,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
                 if (FMT == kG4) {
                     const int pl = min(pc, pieces - 1);
-                    piece_scale[u][r] = rows.scales[r][pow2_groups ? pl >> group_shift : pl / group_pieces];
+                    piece_scale[u][r] = rows.scales[r][EXACT ? (pl * PIECE) >> a.gs_shift : scale_group(a, pl * PIECE)];
                 }
             }
         }
@@ -208,7 +206,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                         int sum = part[r][0];
                         for (int m = 1; m < group_pieces; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
                         if (live && (lane & (group_pieces - 1)) == 0) {
-                            g4_products[slot0 + r * a.ng + (pc >> group_shift)] = coli_fmul_rn((float)sum, piece_scale[u][r]);
+                            g4_products[slot0 + r * a.ng + ((pc * PIECE) >> a.gs_shift)] = coli_fmul_rn((float)sum, piece_scale[u][r]);
                         }
                     }
                 } else if (base + u * kRowLanes < pieces) {
