@@ -178,6 +178,13 @@ bool wgmma_shape(const Layout &L, bool exact) {
     return tiled_shape(L, exact) && (L.fmt == COLI_FORMAT_Q4 || (L.fmt == COLI_FORMAT_G4 && L.gs % 32 == 0));
 }
 
+// The exponent of the smallest power of two >= v (log2 v for a power of two): the kernels' shifts.
+int ceil_log2(int64_t v) {
+    int k = 0;
+    while (((int64_t)1 << k) < v) ++k;
+    return k;
+}
+
 // Exact G4 on the vector-load kernels: a scale group spans gs / piece lanes, a power of two up to
 // 32, so its sum is finished by shuffles within those lanes.
 bool g4_group_lanes_ok(int64_t gs, int64_t piece) {
@@ -354,7 +361,7 @@ coli_status launch_split(DeviceContext &ctx, const BatchArgs &a, int64_t max_S, 
     const bool g4_exact = EXACT && FMT == kG4;
     sh.units = g4_exact ? a.I / a.gs : sh.segments;
     sh.unit_lanes = g4_exact ? a.gs / split_piece_codes(FMT) : kRowLanes;
-    for (sh.unit_shift = 0; (1 << sh.unit_shift) < sh.unit_lanes;) ++sh.unit_shift;
+    sh.unit_shift = ceil_log2(sh.unit_lanes);
     constexpr int kMaxSharedBytes = 32 * 1024;
     const int64_t pair_bytes = (int64_t)kVecRowsPerGroup * ST * sh.units * 4;
     const unsigned gy = (unsigned)((max_S + ST - 1) / ST);
@@ -489,9 +496,7 @@ BatchArgs batch_args_for(const Layout &L) {
     a.ng = (int)(L.groups > 0 ? L.groups : 1);
     a.ldq = (int)padded_inputs(L.I);
     a.gs_magic = L.gs >= 2 ? (unsigned)(((1ull << 32) + (uint64_t)L.gs - 1) / (uint64_t)L.gs) : 0u;
-    if (L.gs > 0 && (L.gs & (L.gs - 1)) == 0) {
-        while (((int64_t)1 << a.gs_shift) < L.gs) ++a.gs_shift;
-    }
+    a.gs_shift = L.gs > 0 && (L.gs & (L.gs - 1)) == 0 ? ceil_log2(L.gs) : 0;
     return a;
 }
 
