@@ -262,10 +262,12 @@ COLI_DEVICE inline void coli_mma_bf16_16x8x16(float (&d)[4], const unsigned (&a)
 // Asynchronous 16-byte copies global -> shared (cp.async, sm_80+), bypassing registers and L1;
 // a copy that is not live writes 16 zero bytes and reads nothing. Copies are committed in groups;
 // coli_cp_async_wait<N>() returns once at most N of this thread's groups are still in flight.
-COLI_DEVICE inline void coli_cp_async16(void *smem, const void *gmem, bool live) {
+// coli_cp_async16_first copies only the first `bytes` (0 .. 16) and zero-fills the rest.
+COLI_DEVICE inline void coli_cp_async16_first(void *smem, const void *gmem, int bytes) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(live ? 16 : 0) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes) : "memory");
 }
+COLI_DEVICE inline void coli_cp_async16(void *smem, const void *gmem, bool live) { coli_cp_async16_first(smem, gmem, live ? 16 : 0); }
 COLI_DEVICE inline void coli_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> COLI_DEVICE inline void coli_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif // COLI_HAS_NV_TENSOR_CORES

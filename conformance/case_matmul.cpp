@@ -30,6 +30,9 @@ const Shape kShapes[] = {
     {COLI_FORMAT_G4, 2048, 6144, 128, 1, false},   {COLI_FORMAT_Q4, 6144, 2048, 0, 1, false},
     {COLI_FORMAT_G4, 6144, 2048, 64, 8, false},    {COLI_FORMAT_Q4, 512, 1024, 0, 64, false},
     {COLI_FORMAT_G4, 256, 1024, 32, 128, false},   {COLI_FORMAT_F32, 256, 512, 0, 64, false},
+    // G4 in groups of whole 128-code chunks (the skinny kernels take those): a partial last group
+    // and two grid rows, and the GLM-5 shape at 4 rows.
+    {COLI_FORMAT_G4, 37, 640, 256, 11, true},      {COLI_FORMAT_G4, 2048, 6144, 128, 4, false},
 };
 
 json params_of(const Shape &c, int mode, const char *path) {

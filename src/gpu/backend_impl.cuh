@@ -63,13 +63,16 @@ coli_status run_probe(DeviceContext &ctx, void (*probe)(int *), const char *name
 }
 
 #if COLI_NV_TENSOR_CORE_PATHS
-// The tiled kernels' shared memory exceeds the default 48 KB; each device is told once.
+// The tiled kernels' shared memory, and the skinny G4 ones' at most, exceed the default 48 KB;
+// each device is told once.
 coli_status allow_tile_smem(std::string *why) {
     const auto allow = [](auto kernel, int bytes) { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); };
     COLI_GPU_OP(allow(mma_exact_tiled_kernel<kQ4, 64>, tile_smem_bytes<64>()), "tiled kernel shared memory");
     COLI_GPU_OP(allow(mma_exact_tiled_kernel<kQ4, 128>, tile_smem_bytes<128>()), "tiled kernel shared memory");
     COLI_GPU_OP(allow(mma_exact_tiled_kernel<kG4, 64>, tile_smem_bytes<64>()), "tiled kernel shared memory");
     COLI_GPU_OP(allow(mma_exact_tiled_kernel<kG4, 128>, tile_smem_bytes<128>()), "tiled kernel shared memory");
+    COLI_GPU_OP(allow(mma_skinny_kernel<kG4, 1>, skinny_group_smem_bytes(kSkinnyMaxGroups, 1)), "skinny kernel shared memory");
+    COLI_GPU_OP(allow(mma_skinny_kernel<kG4, 2>, skinny_group_smem_bytes(kSkinnyMaxGroups, 2)), "skinny kernel shared memory");
     return COLI_OK;
 }
 
@@ -227,10 +230,13 @@ bool split_shape(const Layout &L, bool exact) {
 }
 
 // Whether the skinny tensor-core kernels (kernels_tensor_core_skinny.cuh) take this layout: exact
-// Q4 rows of whole 16-byte pieces without padding codes (a piece's activations lie within the
-// row), I small enough for the tensor-core kernels' 16 x sums.
+// Q4 or G4 rows of whole 16-byte pieces without padding codes (a piece's activations lie within
+// the row), I small enough for the tensor-core kernels' 16 x sums; G4 groups of whole 128-code
+// chunks, at most kSkinnyMaxGroups of them (the shared memory of their sums).
 bool skinny_shape(const Layout &L, bool exact) {
-    return exact && L.fmt == COLI_FORMAT_Q4 && L.row_bytes % 16 == 0 && L.I == 2 * (int64_t)L.row_bytes && L.I <= kTileMaxInputs;
+    const bool g4 = L.fmt == COLI_FORMAT_G4 && L.gs % kSkinnyChunkCodes == 0 && L.groups <= kSkinnyMaxGroups;
+    return exact && (L.fmt == COLI_FORMAT_Q4 || g4) && L.row_bytes % 16 == 0 && L.I == 2 * (int64_t)L.row_bytes &&
+           L.I <= kTileMaxInputs;
 }
 
 // Whether a path takes this layout on this device (the registry order of matmul_paths; the
@@ -273,7 +279,9 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     }
     if (requested == MatmulPath::skinny && !skinny_ok) {
         *why = std::string("the skinny tensor-core path is not available here (") +
-               (!ctx.tensor_cores ? "not compiled in or present on this device" : "it takes exact Q4 with I = 2 x row bytes, a multiple of 32") + ")";
+               (!ctx.tensor_cores ? "not compiled in or present on this device"
+                                  : "it takes exact Q4, or exact G4 with gs a multiple of 128 and at most 96 groups, with "
+                                    "I = 2 x row bytes, a multiple of 32") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
     if (requested == MatmulPath::warpgroup && !path_available(ctx, L, exact, MatmulPath::warpgroup)) {
@@ -283,9 +291,10 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
         return COLI_ERR_UNSUPPORTED;
     }
     // Exact G4: one row on vector (its group products staged, and the decode group's fused
-    // launches), more on split, which wins where vector's in-order G4 epilogue runs per step, and
-    // over the tensor cores too up to 16 rows, 32 for rows longer than the matrix is tall
-    // (kernels_matvec_split.cuh; measured, docs/performance.md)
+    // launches); 2 to 32 rows on skinny where its groups are whole chunks (as Q4), else on split,
+    // which wins where vector's in-order G4 epilogue runs per step, and over the tensor cores too
+    // up to 16 rows, 32 for rows longer than the matrix is tall (kernels_matvec_split.cuh;
+    // measured, docs/performance.md)
     const bool split_g4 = split_ok && exact && L.fmt == COLI_FORMAT_G4 && !(S == 1 && vec_ok);
     const int64_t split_g4_max_rows = L.I > L.O ? kSplitMaxAutoRowsExactG4LongRows : kSplitMaxAutoRowsExactG4;
     if (requested != MatmulPath::automatic) *chosen = requested;
@@ -457,16 +466,21 @@ template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs 
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
-// A batch on the skinny kernels (mma_skinny_kernel): blocks of 16 rows per problem, 8 activation
-// rows per grid row; with swiglu, the batch's problems are gate/up pairs and the launch writes h.
-coli_status launch_skinny(DeviceContext &ctx, bool swiglu, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
+// A batch on the skinny kernels (mma_skinny_kernel) of format fmt: blocks of 16 rows per problem,
+// 8 activation rows per grid row; with swiglu, the batch's problems are gate/up pairs and the
+// launch writes h.
+coli_status launch_skinny(DeviceContext &ctx, int fmt, bool swiglu, const BatchArgs &a, int blocks, int64_t max_S,
+                          std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     const dim3 grid((unsigned)(a.n * blocks), (unsigned)((max_S + kSkinnyMaxS - 1) / kSkinnyMaxS));
-    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_kernel", swiglu ? mma_skinny_kernel<2> : mma_skinny_kernel<1>, grid,
-                               dim3(32 * kSkinnyWarps), 0, a);
+    const bool g4 = fmt == COLI_FORMAT_G4;
+    void (*kernel)(BatchArgs) = g4 ? (swiglu ? mma_skinny_kernel<kG4, 2> : mma_skinny_kernel<kG4, 1>)
+                                   : (swiglu ? mma_skinny_kernel<kQ4, 2> : mma_skinny_kernel<kQ4, 1>);
+    const size_t smem = g4 ? (size_t)skinny_group_smem_bytes(a.ng, swiglu ? 2 : 1) : 0;
+    COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_kernel", kernel, grid, dim3(32 * kSkinnyWarps), smem, a);
     return COLI_OK;
 #else
-    (void)ctx, (void)swiglu, (void)a, (void)blocks, (void)max_S;
+    (void)ctx, (void)fmt, (void)swiglu, (void)a, (void)blocks, (void)max_S;
     *why = "tensor-core kernels are not part of this build";
     return COLI_ERR_UNSUPPORTED;
 #endif // COLI_NV_TENSOR_CORE_PATHS
@@ -564,7 +578,7 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
             continue;
         }
         if (skinny) {
-            COLI_GPU_CHECK(launch_skinny(ctx, false, a, blocks, max_S, why));
+            COLI_GPU_CHECK(launch_skinny(ctx, L.fmt, false, a, blocks, max_S, why));
             continue;
         }
         const bool wide = vector_wide(L, exact, max_S);
@@ -657,7 +671,7 @@ coli_status enqueue_swiglu_pairs(DeviceContext &ctx, const Expert *experts, cons
         }
         if (a.n == 0) continue;
         if (skinny) {
-            COLI_GPU_CHECK(launch_skinny(ctx, true, a, blocks, max_S, why));
+            COLI_GPU_CHECK(launch_skinny(ctx, G.fmt, true, a, blocks, max_S, why));
             continue;
         }
         COLI_GPU_CHECK(with_vector_format(G.fmt, [&](auto fmt) {
@@ -729,7 +743,9 @@ coli_status enqueue_down_combine(DeviceContext &ctx, const std::vector<MatmulJob
     COLI_GPU_CHECK(choose_path(ctx, L, 1, exact, path, &chosen, why));
 #if COLI_NV_TENSOR_CORE_PATHS
     if (chosen == MatmulPath::skinny) {
-        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_down_combine_kernel", mma_skinny_down_combine_kernel,
+        COLI_GPU_LAUNCH_OVERLAPPED(ctx, "mma_skinny_down_combine_kernel",
+                                   L.fmt == COLI_FORMAT_G4 ? mma_skinny_down_combine_kernel<kG4>
+                                                           : mma_skinny_down_combine_kernel<kQ4>,
                                    dim3((unsigned)((a.O + kSkinnyRows - 1) / kSkinnyRows)), dim3(32 * kRowsPerBlock), 0, a,
                                    c.weights, c.y);
         return COLI_OK;

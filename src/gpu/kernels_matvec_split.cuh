@@ -30,8 +30,9 @@ namespace coli::gpu {
 constexpr int kSplitPieceBytes = 16;                        // one 16-byte weight load per lane and row
 constexpr int kSplitSegmentBytes = kSplitPieceBytes * kRowLanes; // a tile's row span: 512 bytes
 constexpr int kSplitGroupsPerBlock = kBlockThreads / kRowLanes;
-// Automatic selection keeps exact G4 on this path from 2 rows (one row takes vector, whose G4
-// products are staged at one row, where the shape allows) up to kSplitMaxAutoRowsExactG4 rows, or
+// Automatic selection keeps exact G4 that the skinny tensor-core kernels do not take (gs not a
+// multiple of 128) on this path from 2 rows (one row takes vector, whose G4 products are staged at
+// one row, where the shape allows) up to kSplitMaxAutoRowsExactG4 rows, or
 // kSplitMaxAutoRowsExactG4LongRows where the rows are longer than the matrix is tall (I > O: few
 // 128-row tiles for the tensor cores), ahead of the tensor cores. Split against the faster
 // tensor-core kernel on the H200 at 16 / 24 / 32 rows: 2048 x 6144 32.9 / 42.8 / 70.3 against 84.3

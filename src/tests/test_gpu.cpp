@@ -249,6 +249,11 @@ const Shape kShapes[] = {
     // so blocks take several tiles and its copy ring crosses tiles: one K step per tile (I = 32), and
     // two with a partial last one (I = 160).
     {COLI_FORMAT_Q4, 4300, 32, 0, 2200}, {COLI_FORMAT_Q4, 1100, 160, 0, 4400},
+    // The skinny kernels' exact G4 (groups of whole 128-code chunks): a partial last group and
+    // fewer groups than warps (640 codes in groups of 256: 3 groups, the last of one chunk; O not a
+    // multiple of 16; two grid rows), a group of 3 chunks (gs = 384) and a last group of one
+    // partial chunk, and 96 groups at gs = 128 (the most skinny takes) over 3 activation rows.
+    {COLI_FORMAT_G4, 37, 640, 256, 11},  {COLI_FORMAT_G4, 20, 416, 384, 3},   {COLI_FORMAT_G4, 18, 12288, 128, 3},
 };
 
 } // namespace
@@ -295,9 +300,9 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
 }
 
 // The selection rules docs/gpu-backends.md states for automatic calls, against the device's own
-// registry: skinny for exact Q4 at 2..32 rows, split for exact G4 at 2..16 rows (2..32 where
-// I > O), the tensor cores from 16 rows (float mode with W4A16 on), else split for exact G4 above
-// one row, else vector.
+// registry: skinny at 2..32 rows for exact Q4, and exact G4 with gs a multiple of 128 (the test's
+// 128), else split for exact G4 at 2..16 rows (2..32 where I > O), the tensor cores from 16 rows
+// (float mode with W4A16 on), else split for exact G4 above one row, else vector.
 TEST_CASE("automatic calls take the paths the documented rules give", "[gpu][matmul]") {
     const char *tc = GENERATE("0", "1");
     GpuSession session(tc);
@@ -325,8 +330,10 @@ TEST_CASE("automatic calls take the paths the documented rules give", "[gpu][mat
                                        << " S=" << S << " W4A16=" << tc << " got " << gpu::matmul_path_name(got));
                         CHECK(got == want);
                     }
-                    // The registry's float tensor-core path is W4A16, offered only when it is on.
+                    // The registry's float tensor-core path is W4A16, offered only when it is on;
+                    // in exact mode the skinny kernels come with the tensor cores, for G4 too.
                     if (!exact) CHECK(has(gpu::MatmulPath::tensor_core) == gpu::w4a16_active(device));
+                    if (exact) CHECK(has(gpu::MatmulPath::skinny) == has(gpu::MatmulPath::tensor_core));
                 }
             }
         }
@@ -530,16 +537,18 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // loads), one expert without rows; repeated sync and async calls give the same bits. D = 260:
     // float mode's vector path with a partial block (exact: the unfused three-launch path); D = 258,
     // F = 98: the combine and the hidden step on rows that are not whole float4s; F = 640: exact
-    // G4's down rows with more scale groups than the fused down launch stages (kG4StagedGroups).
+    // G4's down rows with more scale groups than the fused down launch stages (kG4StagedGroups);
+    // D = 384, F = 640 at gs = 128 (G4 only): the skinny kernels' G4, 3 and 5 groups.
     // Each call also runs on every kernel path of the registry (automatic takes one of them).
     GpuSession session;
     const int device = g_devices.front();
-    const int64_t shapes[][2] = {{256, 96}, {260, 96}, {258, 98}, {256, 640}};
+    const int64_t shapes[][3] = {{256, 96, 32}, {260, 96, 32}, {258, 98, 32}, {256, 640, 32}, {384, 640, 128}};
     for (const auto &shape : shapes) {
         const int64_t D = shape[0], F = shape[1];
         for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4, COLI_FORMAT_Q8}) {
-            const int64_t gs = fmt == COLI_FORMAT_G4 ? 32 : 0;
+            const int64_t gs = fmt == COLI_FORMAT_G4 ? shape[2] : 0;
             if (fmt == COLI_FORMAT_G4 && D % gs != 0) continue;
+            if (fmt != COLI_FORMAT_G4 && shape[2] != 32) continue;
             std::vector<Quantized> mats;
             std::vector<coli_expert> experts;
             std::vector<ExpertView> views;
