@@ -510,7 +510,6 @@ BatchArgs batch_args_for(const Layout &L) {
     a.ng = (int)(L.groups > 0 ? L.groups : 1);
     a.ldq = (int)padded_inputs(L.I);
     a.gs_magic = L.gs >= 2 ? (unsigned)(((1ull << 32) + (uint64_t)L.gs - 1) / (uint64_t)L.gs) : 0u;
-    a.gs_shift = L.gs > 0 && (L.gs & (L.gs - 1)) == 0 ? ceil_log2(L.gs) : 0;
     return a;
 }
 

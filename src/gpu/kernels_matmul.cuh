@@ -62,7 +62,6 @@ struct BatchArgs {
     BatchProblem p[kBatchProblems];
     int n, O, I, row_bytes, gs, ng, ldq;
     unsigned gs_magic; // G4: ceil(2^32 / gs), scale_group's multiplier
-    int gs_shift;      // G4: log2(gs) where gs is a power of two, else 0
 };
 
 // The G4 scale group of code index c, c / gs as a multiply-high: exact while c * gs < 2^32

@@ -135,10 +135,15 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
     const int pieces = a.row_bytes / WB;
     int row_of[ST]; // activation rows; rows past n_s repeat row 0
     for (int s = 0; s < ST; ++s) row_of[s] = s < n_s ? s : 0;
-    // G4: a piece's scale group is its first code >> gs_shift in exact mode (gs a power of two:
-    // whole lanes of one step), scale_group's multiply-high in float mode, from the host's
-    // BatchArgs either way (both computed here and one selected cost the float G4 decode group 8%).
+    // G4: a piece's scale group is its index >> log2(group_pieces) in exact mode (gs a power of
+    // two: whole lanes of one step), scale_group's multiply-high by the host's gs_magic in float
+    // mode. (A select between the two cost the float G4 decode group 8%; exact mode's shift of the
+    // first code by a host-given log2 gs instead of this one 1.2-1.7 us of its 66 - 77, measured.)
     const int group_pieces = FMT == kG4 ? a.gs / PIECE : 1;
+    int group_shift = 0;
+    if (EXACT && FMT == kG4) {
+        while ((1 << group_shift) < group_pieces) ++group_shift;
+    }
     // Exact G4 at one activation row (decode): each scale group's first lane stores the group's
     // product (its sum x its scale, rounded once) in shared memory, and after the loop lane r adds
     // row r's in group order. Adding them in the loop (every lane, by shuffles, per step) gave the
@@ -169,7 +174,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
                 if (FMT == kG4) {
                     const int pl = min(pc, pieces - 1);
-                    piece_scale[u][r] = rows.scales[r][EXACT ? (pl * PIECE) >> a.gs_shift : scale_group(a, pl * PIECE)];
+                    piece_scale[u][r] = rows.scales[r][EXACT ? pl >> group_shift : scale_group(a, pl * PIECE)];
                 }
             }
         }
@@ -206,7 +211,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                         int sum = part[r][0];
                         for (int m = 1; m < group_pieces; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
                         if (live && (lane & (group_pieces - 1)) == 0) {
-                            g4_products[slot0 + r * a.ng + ((pc * PIECE) >> a.gs_shift)] = coli_fmul_rn((float)sum, piece_scale[u][r]);
+                            g4_products[slot0 + r * a.ng + (pc >> group_shift)] = coli_fmul_rn((float)sum, piece_scale[u][r]);
                         }
                     }
                 } else if (base + u * kRowLanes < pieces) {
