@@ -36,17 +36,18 @@ constexpr int kSkinnyMaxS = 8;        // activation rows per block (the mma's N)
 // automatic takes the skinny path from 2 to 32 rows (grid rows of 8 each): measured on the H200
 // (docs/performance.md), the vector kernels were faster at one row (decode group 50.0 against
 // 51.6 us) and the tensor_core path's tiles slower at 16 and 32 (2048 x 6144 at S = 16: 37.8 us,
-// skinny at S = 32: 12.0). Exact G4 likewise (H100: skinny 9.3 - 15.0 us at 2 - 32 rows against
-// split's 10.2 - 70.3 for 2048 x 6144; the decode group 79.6 against vector's 77.2).
+// skinny at S = 32: 12.0). Exact G4 likewise (H200: skinny 9.2 - 14.7 us at 2 - 32 rows against
+// split's 9.2 - 70.3 for 2048 x 6144; the decode group 69.1 against vector's 65.7).
 constexpr int kSkinnyMinRows = 2, kSkinnyMaxAutoRows = 32;
 constexpr int kSkinnyChunkBytes = 64; // packed bytes per row and chunk (4 threads x 16)
 constexpr int kSkinnyChunkCodes = 2 * kSkinnyChunkBytes;
-// Exact G4: a block's shared memory holds its group sums ([group][matrix][element][lane] ints) and
-// its rows' scales ([matrix][row][group]); skinny_shape takes at most kSkinnyMaxGroups groups
-// (108 KB for gate and up).
+// Exact G4: a block's shared memory holds its group sums ([group][matrix][element][lane] ints: a
+// warp's accumulators) and its rows' scales ([matrix][row][group]); skinny_shape takes at most
+// kSkinnyMaxGroups groups (108 KB for gate and up).
 constexpr int kSkinnyMaxGroups = 96;
+constexpr int kSkinnySumsPerGroup = 4 * 32; // per matrix: 4 accumulator elements x 32 lanes
 COLI_HD constexpr int skinny_group_smem_bytes(int groups, int matrices) {
-    return groups * matrices * (4 * 32 + kSkinnyRows) * 4;
+    return groups * matrices * (kSkinnySumsPerGroup + kSkinnyRows) * 4;
 }
 constexpr int kSkinnyWarps = 4;       // matvec and gate/up blocks: warps splitting a row's chunks
 constexpr int kSkinnyInFlight = 4;    // chunks per thread loaded before any is used
@@ -174,13 +175,15 @@ __device__ inline void skinny_g4_block(const BatchArgs &a, const BatchProblem &p
 #if COLI_HAS_NV_TENSOR_CORES
     static_assert(kSkinnyWarps == 4, "one thread per accumulator element and lane");
     extern __shared__ __align__(16) int skinny_group_smem[];
-    int *group_sums = skinny_group_smem;                                        // [group][matrix][element][lane]
-    float *scales = reinterpret_cast<float *>(skinny_group_smem + a.ng * NM * 4 * 32); // [matrix][row][group]
+    int *group_sums = skinny_group_smem; // [group][matrix][element][lane]
+    float *scales = reinterpret_cast<float *>(skinny_group_smem + a.ng * NM * kSkinnySumsPerGroup); // [matrix][row][group]
     const int span = min(kSkinnyRows, a.O - o0) * a.ng * 4; // bytes of a matrix's scales for the block's rows
     for (int m = 0; m < NM; ++m) {
         const uint8_t *src = reinterpret_cast<const uint8_t *>((m == 0 ? p.scales : p.scales2) + (size_t)o0 * a.ng);
         uint8_t *dst = reinterpret_cast<uint8_t *>(scales + m * kSkinnyRows * a.ng);
-        for (int b = 16 * (int)threadIdx.x; b < span; b += 16 * 32 * kSkinnyWarps) coli_cp_async16_first(dst + b, src + b, min(16, span - b));
+        for (int b = 16 * (int)threadIdx.x; b < span; b += 16 * 32 * kSkinnyWarps) {
+            coli_cp_async16_first(dst + b, src + b, min(16, span - b));
+        }
     }
     coli_cp_async_commit();
 
