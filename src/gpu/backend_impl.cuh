@@ -181,7 +181,7 @@ bool wgmma_shape(const Layout &L, bool exact) {
     return tiled_shape(L, exact) && (L.fmt == COLI_FORMAT_Q4 || (L.fmt == COLI_FORMAT_G4 && L.gs % 32 == 0));
 }
 
-// The exponent of the smallest power of two >= v (log2 v for a power of two): the kernels' shifts.
+// The exponent of the smallest power of two >= v (log2 v for a power of two): split's unit shift.
 int ceil_log2(int64_t v) {
     int k = 0;
     while (((int64_t)1 << k) < v) ++k;

@@ -65,7 +65,7 @@ struct BatchArgs {
 };
 
 // The G4 scale group of code index c, c / gs as a multiply-high: exact while c * gs < 2^32
-// (batch_args_for checks I * gs), and no division (gs is a runtime value) in the kernels' loops.
+// (vector_piece_fits checks I * gs), and no division (gs is a runtime value) in the kernels' loops.
 __device__ inline int scale_group(const BatchArgs &a, int c) {
     return (int)(((unsigned long long)(unsigned)c * a.gs_magic) >> 32);
 }

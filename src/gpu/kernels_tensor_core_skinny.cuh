@@ -189,11 +189,12 @@ __device__ inline void skinny_g4_block(const BatchArgs &a, const BatchProblem &p
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int chunks = (a.row_bytes + kSkinnyChunkBytes - 1) / kSkinnyChunkBytes;
-    const int per_warp = (a.ng + kSkinnyWarps - 1) / kSkinnyWarps, per_group = a.gs / kSkinnyChunkCodes;
+    const int per_warp = (a.ng + kSkinnyWarps - 1) / kSkinnyWarps;
     const int g_begin = min(a.ng, warp * per_warp), g_end = min(a.ng, g_begin + per_warp);
     int acc[NM][4] = {};
     SkinnyGroupWalk walk(a.gs, chunks, g_begin);
-    skinny_row_sums<NM>(w, xq, a.row_bytes, g_begin * per_group, min(chunks, g_end * per_group), lane % 4, acc, [&](int c) {
+    const int c_begin = g_begin * walk.chunks_per_group, c_end = min(chunks, g_end * walk.chunks_per_group);
+    skinny_row_sums<NM>(w, xq, a.row_bytes, c_begin, c_end, lane % 4, acc, [&](int c) {
         walk.chunk_done(c, [&](int group) {
             for (int m = 0; m < NM; ++m) {
                 for (int e = 0; e < 4; ++e) {
