@@ -542,13 +542,14 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
     // Each call also runs on every kernel path of the registry (automatic takes one of them).
     GpuSession session;
     const int device = g_devices.front();
-    const int64_t shapes[][3] = {{256, 96, 32}, {260, 96, 32}, {258, 98, 32}, {256, 640, 32}, {384, 640, 128}};
+    const struct { int64_t D, F, g4_gs; bool g4_only; } shapes[] = {
+        {256, 96, 32, false}, {260, 96, 32, false}, {258, 98, 32, false}, {256, 640, 32, false}, {384, 640, 128, true}};
     for (const auto &shape : shapes) {
-        const int64_t D = shape[0], F = shape[1];
+        const int64_t D = shape.D, F = shape.F;
         for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4, COLI_FORMAT_Q8}) {
-            const int64_t gs = fmt == COLI_FORMAT_G4 ? shape[2] : 0;
+            const int64_t gs = fmt == COLI_FORMAT_G4 ? shape.g4_gs : 0;
             if (fmt == COLI_FORMAT_G4 && D % gs != 0) continue;
-            if (fmt != COLI_FORMAT_G4 && shape[2] != 32) continue;
+            if (fmt != COLI_FORMAT_G4 && shape.g4_only) continue;
             std::vector<Quantized> mats;
             std::vector<coli_expert> experts;
             std::vector<ExpertView> views;
