@@ -4,7 +4,7 @@
 // BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second. BM_group8_staging:
 // the host staging of a GPU group call's activations, which needs no GPU.
 //
-//   coli-bench-expert --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
+//   coli-bench-expert --benchmark_filter='cpu_backend/Q4' --benchmark_format=json
 #include <benchmark/benchmark.h>
 
 #include <map>

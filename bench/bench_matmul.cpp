@@ -1,7 +1,7 @@
 // Matmul benchmarks of every registered host variant (src/registry.h) at the GLM-5 expert shapes,
 // for every format and numerics mode. Counters: weight bytes per second and FLOP per second.
 //
-//   coli-bench-matmul --benchmark_filter='cpu_rows8/Q4' --benchmark_format=json
+//   coli-bench-matmul --benchmark_filter='cpu_backend/Q4' --benchmark_format=json
 #include <benchmark/benchmark.h>
 
 #include <string>

@@ -17,7 +17,7 @@ if [[ -x $build/bench/coli-bench-gpu ]] && command -v nvidia-smi >/dev/null && n
         --benchmark_out="$out/$gpu-$commit-gpu.json" "$@"
 fi
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | slug)
-"$build/bench/coli-bench-matmul" --benchmark_filter='cpu_rows8' --benchmark_format=console --benchmark_out_format=json \
+"$build/bench/coli-bench-matmul" --benchmark_filter='cpu_backend' --benchmark_format=console --benchmark_out_format=json \
     --benchmark_out="$out/$cpu-$commit-cpu.json" "$@"
 "$build/bench/coli-bench-expert" --benchmark_format=console --benchmark_out_format=json \
     --benchmark_out="$out/$cpu-$commit-cpu-expert.json" "$@"

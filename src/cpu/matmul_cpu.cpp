@@ -23,77 +23,127 @@ namespace coli::cpu {
 
 namespace {
 
-constexpr int kLanes = 8; // output rows decoded and computed together
+constexpr int kLanes = 32; // output rows per block: the unit of work a thread takes
 std::atomic<int> g_threads{1};
 
-// Float mode decodes a block of output rows once into w[i][kLanes] = code * scale (transposed,
-// so the lanes of one i are adjacent) and reuses it for every activation row.
-struct Block {
-    int64_t o0 = 0;
-    int n = 0; // live lanes (< kLanes only in the last block)
-    std::vector<float> weights;
+// Float mode: every output is the reference's sequential sum over i, so the vectors run across
+// outputs, never along a sum. A block's 32 rows walk the inputs in chunks of kChunkCodes codes:
+// the chunk's packed 32-bit words of the 32 rows are transposed (words[j][lane]), decoded to
+// w[i][lane] = code * scale with the lanes contiguous, and applied to every activation row, whose
+// 32 running sums stay in acc from chunk to chunk: each output still adds its products in the
+// reference's order. 32 lanes are four independent 8-float sums per step (one alone waits on the
+// add's latency), and a chunk's decoded weights (16 KB) stay in L1 for all S activation rows.
+constexpr int64_t kChunkCodes = 128; // a multiple of every format's codes per word
+
+// Codes per 32-bit word of a packed row: F32 1, Q8 4, Q4/G4 8, Q2 16.
+int codes_per_word(int fmt) {
+    switch (fmt) {
+    case COLI_FORMAT_F32: return 1;
+    case COLI_FORMAT_Q8: return 4;
+    case COLI_FORMAT_Q2: return 16;
+    default: return 8;
+    }
+}
+
+struct FloatScratch {
+    std::vector<uint32_t> words; // [words of the chunk][kLanes]
+    std::vector<float> scales;   // [scale groups the chunk touches][kLanes]
+    std::vector<float> w;        // [kChunkCodes][kLanes]
+    std::vector<float> acc;      // [S][kLanes]
 };
 
-// One row of dequantized weights, w[i] = code * scale, into out[0, I).
-COLI_CPU_CLONES
-void decode_row(const Layout &L, const uint8_t *row, const float *scales, float *out) {
-    const int64_t gsize = L.group_size();
-    for (int64_t g = 0; g < L.groups; ++g) {
-        const float scale = scales[g];
-        const int64_t i0 = g * gsize, i1 = std::min(i0 + gsize, L.I);
-        switch (L.fmt) {
-        case COLI_FORMAT_Q8:
-            for (int64_t i = i0; i < i1; ++i) out[i] = coli_fmul_rn(static_cast<float>(static_cast<int8_t>(row[i])), scale);
-            break;
-        case COLI_FORMAT_Q2:
-            for (int64_t i = i0; i < i1; ++i) out[i] = coli_fmul_rn(static_cast<float>(coli_q2_code(row, i)), scale);
-            break;
-        default: // Q4, G4: i0 is even
-            for (int64_t j = i0 / 2; j < i1 / 2; ++j) {
-                out[2 * j] = coli_fmul_rn(static_cast<float>((row[j] & 15) - 8), scale);
-                out[2 * j + 1] = coli_fmul_rn(static_cast<float>((row[j] >> 4) - 8), scale);
+// Transposes words [k0, k0 + nw) of the block's rows into f.words, little-endian whatever the
+// host; bytes past a row's end, and the rows of dead lanes, read as 0.
+void transpose_words(const WeightsView &W, int64_t o0, int n, int64_t k0, int64_t nw, FloatScratch &f) {
+    const size_t row_bytes = W.L.row_bytes;
+    const int64_t whole = std::min<int64_t>(nw, static_cast<int64_t>(row_bytes / 4) - k0); // words inside the row
+    f.words.resize(static_cast<size_t>(nw * kLanes));
+    uint32_t *words = f.words.data();
+    for (int l = 0; l < kLanes; ++l) {
+        if (l >= n) { // a dead lane
+            for (int64_t j = 0; j < nw; ++j) words[j * kLanes + l] = 0;
+            continue;
+        }
+        const uint8_t *row = W.weights + static_cast<size_t>(o0 + l) * row_bytes + static_cast<size_t>(k0) * 4;
+        for (int64_t j = 0; j < whole; ++j) {
+            const uint8_t *b = row + j * 4;
+            words[j * kLanes + l] = b[0] | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
+                                    static_cast<uint32_t>(b[3]) << 24;
+        }
+        for (int64_t j = std::max<int64_t>(whole, 0); j < nw; ++j) {
+            const size_t b = static_cast<size_t>(k0 + j) * 4;
+            uint32_t u = 0;
+            for (size_t t = 0; b + t < row_bytes && t < 4; ++t) u |= static_cast<uint32_t>(row[j * 4 + t]) << (8 * t);
+            words[j * kLanes + l] = u;
+        }
+    }
+}
+
+// w[i][lane] = code * scale for the chunk's nw words of P codes, each code a BITS-wide field
+// minus OFFSET (Q8's 8-bit field is read as int8). scales[(code position / gs - g0)][lane].
+template <int P, int BITS, int OFFSET>
+COLI_CPU_CLONES void decode_words(const uint32_t *words, int64_t nw, const float *scales, int64_t c0, int64_t gs,
+                                  int64_t g0, float *w) {
+    constexpr uint32_t mask = (1u << BITS) - 1u;
+    for (int64_t j = 0; j < nw; ++j) {
+        const float *scale = scales + ((c0 + j * P) / gs - g0) * kLanes; // a word lies in one G4 group
+        const uint32_t *u = words + j * kLanes;
+        for (int k = 0; k < P; ++k) {
+            float *wk = w + (j * P + k) * kLanes;
+            for (int l = 0; l < kLanes; ++l) {
+                const uint32_t field = (u[l] >> (BITS * k)) & mask;
+                const int code = BITS == 8 ? static_cast<int>(static_cast<int8_t>(field)) : static_cast<int>(field) - OFFSET;
+                wk[l] = coli_fmul_rn(static_cast<float>(code), scale[l]);
             }
-            if (i1 & 1) out[i1 - 1] = coli_fmul_rn(static_cast<float>(coli_q4_code(row, i1 - 1)), scale);
-            break;
         }
     }
 }
 
-void decode_block(const WeightsView &W, Block &b, std::vector<float> &tmp) {
+// Decodes codes [c0, c1) of the block into f.w (positions past c1 hold junk the sums never read).
+void decode_chunk(const WeightsView &W, int64_t o0, int n, int64_t c0, int64_t c1, FloatScratch &f) {
     const Layout &L = W.L;
-    b.weights.assign(static_cast<size_t>(L.I) * kLanes, 0.0f);
-    tmp.resize(static_cast<size_t>(L.I));
-    float *w = b.weights.data();
-    for (int l = 0; l < b.n; ++l) {
-        const int64_t o = b.o0 + l;
-        const uint8_t *row = W.weights + static_cast<size_t>(o) * L.row_bytes;
-        if (L.fmt == COLI_FORMAT_F32) {
-            std::memcpy(tmp.data(), row, L.row_bytes);
-        } else {
-            decode_row(L, row, W.scales + o * L.groups, tmp.data());
-        }
-        for (int64_t i = 0; i < L.I; ++i) w[i * kLanes + l] = tmp[i];
+    const int P = codes_per_word(L.fmt);
+    const int64_t nw = (c1 - c0 + P - 1) / P;
+    transpose_words(W, o0, n, c0 / P, nw, f);
+    if (L.fmt == COLI_FORMAT_F32) { // the words are the weights
+        std::memcpy(f.w.data(), f.words.data(), static_cast<size_t>(nw * kLanes) * sizeof(float));
+        return;
+    }
+    const int64_t gs = L.group_size(), g0 = c0 / gs, g1 = (c1 - 1) / gs;
+    f.scales.resize(static_cast<size_t>((g1 - g0 + 1) * kLanes));
+    for (int64_t g = g0; g <= g1; ++g)
+        for (int l = 0; l < kLanes; ++l)
+            f.scales[static_cast<size_t>((g - g0) * kLanes + l)] = l < n ? W.scales[(o0 + l) * L.groups + g] : 0.0f;
+    switch (L.fmt) {
+    case COLI_FORMAT_Q8: decode_words<4, 8, 0>(f.words.data(), nw, f.scales.data(), c0, gs, g0, f.w.data()); break;
+    case COLI_FORMAT_Q2: decode_words<16, 2, 2>(f.words.data(), nw, f.scales.data(), c0, gs, g0, f.w.data()); break;
+    default: decode_words<8, 4, 8>(f.words.data(), nw, f.scales.data(), c0, gs, g0, f.w.data()); break;
     }
 }
 
-// Float lanes: each lane a sequential sum over i, exactly the reference's order.
+// acc[lane] = acc[lane] + x[i] * w[i][lane] for i in [0, n), in order: the reference's sum.
 COLI_CPU_CLONES
-void float_lanes(const float *x, const float *w, int64_t I, float *acc) {
-    float a[kLanes] = {};
-    for (int64_t i = 0; i < I; ++i) {
-        for (int l = 0; l < kLanes; ++l) a[l] = coli_fadd_rn(a[l], coli_fmul_rn(x[i], w[i * kLanes + l]));
+void float_lanes(const float *x, const float *w, int64_t n, float *acc) {
+    float a[kLanes];
+    for (int l = 0; l < kLanes; ++l) a[l] = acc[l];
+    for (int64_t i = 0; i < n; ++i) {
+        const float xi = x[i];
+        for (int l = 0; l < kLanes; ++l) a[l] = coli_fadd_rn(a[l], coli_fmul_rn(xi, w[i * kLanes + l]));
     }
     for (int l = 0; l < kLanes; ++l) acc[l] = a[l];
 }
 
-void run_block_float(const WeightsView &W, Block &b, std::vector<float> &tmp, const float *x, float *y, int64_t S) {
+void run_block_float(const WeightsView &W, int64_t o0, int n, FloatScratch &f, const float *x, float *y, int64_t S) {
     const Layout &L = W.L;
-    decode_block(W, b, tmp);
-    float acc[kLanes];
-    for (int64_t s = 0; s < S; ++s) {
-        float_lanes(x + s * L.I, b.weights.data(), L.I, acc);
-        for (int l = 0; l < b.n; ++l) y[s * L.O + b.o0 + l] = acc[l];
+    f.w.resize(static_cast<size_t>(kChunkCodes * kLanes));
+    f.acc.assign(static_cast<size_t>(S * kLanes), 0.0f);
+    for (int64_t c0 = 0; c0 < L.I; c0 += kChunkCodes) {
+        const int64_t c1 = std::min(c0 + kChunkCodes, L.I);
+        decode_chunk(W, o0, n, c0, c1, f);
+        for (int64_t s = 0; s < S; ++s) float_lanes(x + s * L.I + c0, f.w.data(), c1 - c0, f.acc.data() + s * kLanes);
     }
+    for (int64_t s = 0; s < S; ++s)
+        for (int l = 0; l < n; ++l) y[s * L.O + o0 + l] = f.acc[static_cast<size_t>(s * kLanes + l)];
 }
 
 // Exact mode: integer sums are exact in any order, so each dot product runs straight over the
@@ -204,15 +254,14 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
     std::exception_ptr error;
     std::mutex error_mutex;
     auto run_blocks = [&]() {
-        Block b;
-        std::vector<float> tmp;
+        FloatScratch scratch;
         for (int64_t k = next++; k < n_blocks; k = next++) {
-            b.o0 = k * kLanes;
-            b.n = static_cast<int>(std::min<int64_t>(kLanes, L.O - b.o0));
+            const int64_t o0 = k * kLanes;
+            const int n = static_cast<int>(std::min<int64_t>(kLanes, L.O - o0));
             if (exact) {
-                run_rows_exact(W, b.o0, b.o0 + b.n, codes, y, S);
+                run_rows_exact(W, o0, o0 + n, codes, y, S);
             } else {
-                run_block_float(W, b, tmp, x, y, S);
+                run_block_float(W, o0, n, scratch, x, y, S);
             }
         }
     };

@@ -1,9 +1,10 @@
 // CPU backend matmul: what coli_matmul runs on COLI_DEVICE_CPU. Bit-identical to ref::matmul in
 // BOTH modes (tested), vectorised by the compiler (an AVX2 clone where the CPU has it, the
-// baseline otherwise) and split across threads by blocks of 8 output rows:
+// baseline otherwise) and split across threads by blocks of 32 output rows:
 //  - exact: integer dot products straight over the packed bytes (any order is exact);
-//  - float: 8 rows decoded once into a transposed buffer; each lane keeps the reference's
-//    sequential order over i, so vectorising across lanes reassociates no sum.
+//  - float: the block's rows decoded chunk by chunk into a transposed buffer w[i][row]; each
+//    row's sum runs over i in the reference's order, the vectors across the 32 rows, so
+//    vectorising reassociates no sum.
 #pragma once
 
 #include "ref/weights_view.h"
