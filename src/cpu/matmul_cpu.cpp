@@ -183,12 +183,30 @@ int32_t dot_q8(const int8_t *q, const uint8_t *row, int64_t b0, int64_t b1) {
     return acc;
 }
 
-COLI_CPU_CLONES
-int32_t dot_q4(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
+// Not a clone itself: inlined into the clones below, so each compiles it for its own target.
+inline int32_t dot_q4_bytes(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
     const int8_t *lo = q, *hi = q + stream;
     int32_t acc = 0;
     for (int64_t j = b0; j < b1; ++j) acc += lo[j] * ((row[j] & 15) - 8) + hi[j] * ((row[j] >> 4) - 8);
     return acc;
+}
+
+COLI_CPU_CLONES
+int32_t dot_q4(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
+    return dot_q4_bytes(q, stream, row, b0, b1);
+}
+
+// A G4 row's t = sum over groups in order of (float)acc_g * scale_g, in one call: a call per
+// group (64 bytes at gs = 128) through the clone dispatch cost as much as its dot product.
+COLI_CPU_CLONES
+float g4_row_sum(const int8_t *q, int64_t stream, const uint8_t *row, const float *scales, const Layout &L) {
+    const int64_t gs_bytes = L.gs / 2, end = (L.I + 1) / 2; // gs is a multiple of 8
+    float t = 0.0f;
+    for (int64_t g = 0; g < L.groups; ++g) {
+        const int64_t b0 = g * gs_bytes;
+        t = coli_exact_group_step(t, dot_q4_bytes(q, stream, row, b0, std::min(b0 + gs_bytes, end)), scales[g]);
+    }
+    return t;
 }
 
 COLI_CPU_CLONES
@@ -220,12 +238,7 @@ void run_rows_exact(const WeightsView &W, int64_t o0, int64_t o1, const Activati
         const uint8_t *row = W.weights + static_cast<size_t>(o) * L.row_bytes;
         for (int64_t s = 0; s < S; ++s) {
             if (L.fmt == COLI_FORMAT_G4) {
-                float t = 0.0f;
-                for (int64_t g = 0; g < L.groups; ++g) {
-                    const int64_t end = std::min((g + 1) * L.gs, L.I);
-                    t = coli_exact_group_step(t, dot_codes(L, a, s, row, g * L.gs, end), W.scales[o * L.groups + g]);
-                }
-                y[s * L.O + o] = coli_fmul_rn(t, a.sx[s]);
+                y[s * L.O + o] = coli_fmul_rn(g4_row_sum(a.row(s), a.stream, row, W.scales + o * L.groups, L), a.sx[s]);
             } else {
                 y[s * L.O + o] = coli_exact_row_output(dot_codes(L, a, s, row, 0, L.I), W.scales[o], a.sx[s]);
             }
