@@ -32,8 +32,10 @@ std::atomic<int> g_threads{1};
 // w[i][lane] = code * scale with the lanes contiguous, and applied to every activation row, whose
 // 32 running sums stay in acc from chunk to chunk: each output still adds its products in the
 // reference's order. 32 lanes are four independent 8-float sums per step (one alone waits on the
-// add's latency), and a chunk's decoded weights (16 KB) stay in L1 for all S activation rows.
-constexpr int64_t kChunkCodes = 128; // a multiple of every format's codes per word
+// add's latency), and a chunk's decoded weights (32 KB) stay in L1/L2 for all S activation rows.
+// 256 codes per chunk (Q4: 128 bytes of each row) measured faster than 128 or 512 on this
+// project's CI machine (docs/performance.md): shorter pieces of 32 rows at once stream worse.
+constexpr int64_t kChunkCodes = 256; // a multiple of every format's codes per word
 
 // Codes per 32-bit word of a packed row: F32 1, Q8 4, Q4/G4 8, Q2 16.
 int codes_per_word(int fmt) {

@@ -105,10 +105,11 @@ const Shape kShapes[] = {
     {COLI_FORMAT_Q4, 13, 99, 0, 2},    {COLI_FORMAT_Q4, 128, 512, 0, 8}, {COLI_FORMAT_Q2, 9, 75, 0, 4},
     {COLI_FORMAT_Q2, 96, 384, 0, 1},   {COLI_FORMAT_G4, 31, 100, 32, 3}, {COLI_FORMAT_G4, 64, 520, 64, 2},
     {COLI_FORMAT_G4, 8, 24, 8, 7},
-    // The CPU backend's float blocks (32 rows) and chunks (128 codes): partial blocks, a last
-    // partial chunk and word, groups that straddle chunks (96) or span several (200).
+    // The CPU backend's float blocks (32 rows) and chunks (256 codes): partial blocks, a last
+    // partial chunk and word, groups that straddle chunks (96, 200) or span several (520).
     {COLI_FORMAT_F32, 40, 300, 0, 2},  {COLI_FORMAT_Q8, 70, 259, 0, 3},  {COLI_FORMAT_Q4, 33, 385, 0, 2},
     {COLI_FORMAT_Q2, 65, 301, 0, 3},   {COLI_FORMAT_G4, 33, 1000, 96, 2}, {COLI_FORMAT_G4, 35, 391, 200, 3},
+    {COLI_FORMAT_G4, 34, 1100, 520, 2},
 };
 
 } // namespace
