@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "formats/codes.h"
 #include "formats/quantize.h"
 #include "numerics/exact_math.h"
 
