@@ -57,7 +57,8 @@ struct FloatScratch {
 // host; bytes past a row's end, and the rows of dead lanes, read as 0.
 void transpose_words(const WeightsView &W, int64_t o0, int n, int64_t k0, int64_t nw, FloatScratch &f) {
     const size_t row_bytes = W.L.row_bytes;
-    const int64_t whole = std::min<int64_t>(nw, static_cast<int64_t>(row_bytes / 4) - k0); // words inside the row
+    const size_t left = row_bytes - static_cast<size_t>(k0) * 4; // bytes from word k0 to the row's end (> 0)
+    const int64_t whole = std::min<int64_t>(nw, static_cast<int64_t>(left / 4)); // words inside the row
     f.words.resize(static_cast<size_t>(nw * kLanes));
     uint32_t *words = f.words.data();
     for (int l = 0; l < kLanes; ++l) {
@@ -71,10 +72,10 @@ void transpose_words(const WeightsView &W, int64_t o0, int n, int64_t k0, int64_
             words[j * kLanes + l] = b[0] | static_cast<uint32_t>(b[1]) << 8 | static_cast<uint32_t>(b[2]) << 16 |
                                     static_cast<uint32_t>(b[3]) << 24;
         }
-        for (int64_t j = std::max<int64_t>(whole, 0); j < nw; ++j) {
-            const size_t b = static_cast<size_t>(k0 + j) * 4;
+        for (int64_t j = whole; j < nw; ++j) {
             uint32_t u = 0;
-            for (size_t t = 0; b + t < row_bytes && t < 4; ++t) u |= static_cast<uint32_t>(row[j * 4 + t]) << (8 * t);
+            for (size_t b = static_cast<size_t>(j) * 4, t = 0; b + t < left && t < 4; ++t)
+                u |= static_cast<uint32_t>(row[b + t]) << (8 * t);
             words[j * kLanes + l] = u;
         }
     }
@@ -201,11 +202,11 @@ int32_t dot_q4(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, 
 // group (64 bytes at gs = 128) through the clone dispatch cost as much as its dot product.
 COLI_CPU_CLONES
 float g4_row_sum(const int8_t *q, int64_t stream, const uint8_t *row, const float *scales, const Layout &L) {
-    const int64_t gs_bytes = L.gs / 2, end = (L.I + 1) / 2; // gs is a multiple of 8
+    const int64_t gs_bytes = L.gs / 2; // gs is a multiple of 8; a stream holds one code per row byte
     float t = 0.0f;
     for (int64_t g = 0; g < L.groups; ++g) {
         const int64_t b0 = g * gs_bytes;
-        t = coli_exact_group_step(t, dot_q4_bytes(q, stream, row, b0, std::min(b0 + gs_bytes, end)), scales[g]);
+        t = coli_exact_group_step(t, dot_q4_bytes(q, stream, row, b0, std::min(b0 + gs_bytes, stream)), scales[g]);
     }
     return t;
 }
@@ -222,14 +223,13 @@ int32_t dot_q2(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, 
     return acc;
 }
 
-// Dot product of activation row s with elements [i0, i1) of a row; i0 is 0 or a G4 group start
-// (a multiple of 8), so both ends fall on whole bytes once padded.
-int32_t dot_codes(const Layout &L, const ActivationCodes &a, int64_t s, const uint8_t *row, int64_t i0, int64_t i1) {
-    const int64_t b0 = i0 / a.per_byte, b1 = (i1 + a.per_byte - 1) / a.per_byte;
+// Dot product of activation row s with a whole per-row-scaled row (Q8, Q4, Q2): its bytes are
+// the streams' length.
+int32_t dot_codes(const Layout &L, const ActivationCodes &a, int64_t s, const uint8_t *row) {
     switch (L.fmt) {
-    case COLI_FORMAT_Q8: return dot_q8(a.row(s), row, b0, b1);
-    case COLI_FORMAT_Q2: return dot_q2(a.row(s), a.stream, row, b0, b1);
-    default: return dot_q4(a.row(s), a.stream, row, b0, b1);
+    case COLI_FORMAT_Q8: return dot_q8(a.row(s), row, 0, a.stream);
+    case COLI_FORMAT_Q2: return dot_q2(a.row(s), a.stream, row, 0, a.stream);
+    default: return dot_q4(a.row(s), a.stream, row, 0, a.stream);
     }
 }
 
@@ -241,7 +241,7 @@ void run_rows_exact(const WeightsView &W, int64_t o0, int64_t o1, const Activati
             if (L.fmt == COLI_FORMAT_G4) {
                 y[s * L.O + o] = coli_fmul_rn(g4_row_sum(a.row(s), a.stream, row, W.scales + o * L.groups, L), a.sx[s]);
             } else {
-                y[s * L.O + o] = coli_exact_row_output(dot_codes(L, a, s, row, 0, L.I), W.scales[o], a.sx[s]);
+                y[s * L.O + o] = coli_exact_row_output(dot_codes(L, a, s, row), W.scales[o], a.sx[s]);
             }
         }
     }
