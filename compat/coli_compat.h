@@ -268,6 +268,11 @@ COLI_DEVICE inline void coli_cp_async16_first(void *smem, const void *gmem, int 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes) : "memory");
 }
 COLI_DEVICE inline void coli_cp_async16(void *smem, const void *gmem, bool live) { coli_cp_async16_first(smem, gmem, live ? 16 : 0); }
+// A 4-byte copy (through L1: .cg takes only 16); not live writes a zero word and reads nothing.
+COLI_DEVICE inline void coli_cp_async4(void *smem, const void *gmem, bool live) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(live ? 4 : 0) : "memory");
+}
 COLI_DEVICE inline void coli_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> COLI_DEVICE inline void coli_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif // COLI_HAS_NV_TENSOR_CORES

@@ -83,9 +83,9 @@ coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::str
     bool compiled = false;
     COLI_GPU_CHECK(run_probe(ctx, wgmma_probe_kernel, "wgmma_probe_kernel", &compiled, why));
     if (!compiled) return COLI_OK;
-    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kQ4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
+    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kQ4>, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_smem_bytes<kQ4>()),
                 "wgmma kernel shared memory");
-    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kG4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kWgSmemBytes),
+    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kG4>, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_smem_bytes<kG4>()),
                 "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
     return COLI_OK;
@@ -176,9 +176,10 @@ bool tensor_cores_for(const DeviceContext &ctx, bool exact) { return ctx.tensor_
 bool tiled_shape(const Layout &L, bool exact) { return exact && L.row_bytes % 16 == 0 && L.I <= kTileMaxInputs; }
 
 // The wgmma kernel takes the tiled shapes of exact Q4, and of G4 with groups that end on its
-// 32-code wgmma steps (as tensor_core_shape).
+// 32-code wgmma steps (as tensor_core_shape) and hold at most kWgMaxGroupCodes codes.
 bool wgmma_shape(const Layout &L, bool exact) {
-    return tiled_shape(L, exact) && (L.fmt == COLI_FORMAT_Q4 || (L.fmt == COLI_FORMAT_G4 && L.gs % 32 == 0));
+    const bool g4 = L.fmt == COLI_FORMAT_G4 && L.gs % 32 == 0 && L.gs <= kWgMaxGroupCodes;
+    return tiled_shape(L, exact) && (L.fmt == COLI_FORMAT_Q4 || g4);
 }
 
 // The exponent of the smallest power of two >= v (log2 v for a power of two): split's unit shift.
@@ -287,7 +288,8 @@ coli_status choose_path(const DeviceContext &ctx, const Layout &L, int64_t S, bo
     if (requested == MatmulPath::warpgroup && !path_available(ctx, L, exact, MatmulPath::warpgroup)) {
         *why = std::string("the warpgroup path is not available here (") +
                (!ctx.warpgroup_mma ? "it needs sm_90a code in the build (-Dgpu_arch=sm_90a or native) and a compute-capability 9.0 device"
-                           : "it takes exact Q4, or G4 with groups of a multiple of 32 codes, with rows of whole 16-byte pieces") + ")";
+                           : "it takes exact Q4, or G4 with groups of a multiple of 32 codes up to 4128, with rows of whole 16-byte "
+                             "pieces") + ")";
         return COLI_ERR_UNSUPPORTED;
     }
     // Exact G4: one row on vector (its group products staged, and the decode group's fused
@@ -455,9 +457,10 @@ template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs 
     static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
     const int64_t tiles = wgmma_tile_count(a, blocks);
     if (tiles == 0) return COLI_OK;
-    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT>, kWgSmemBytes);
+    constexpr int smem = wg_smem_bytes<FMT>();
+    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT>, smem);
     const dim3 grid((unsigned)std::min(tiles, wave));
-    COLI_GPU_LAUNCH("wgmma_exact_kernel", wgmma_exact_kernel<FMT><<<grid, kWgThreads, kWgSmemBytes, ctx.stream>>>(a));
+    COLI_GPU_LAUNCH("wgmma_exact_kernel", wgmma_exact_kernel<FMT><<<grid, kWgThreads, smem, ctx.stream>>>(a));
     return COLI_OK;
 #else
     (void)ctx, (void)a, (void)blocks;

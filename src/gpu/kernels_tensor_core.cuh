@@ -146,6 +146,25 @@ __device__ inline void unpack_q4_sixteenths(unsigned packed, int &codes0123, int
 template <int BM> COLI_HD constexpr int tile_stage_bytes() { return BM * kTileStrideA + kTileN * kTileStrideB; }
 template <int BM> COLI_HD constexpr int tile_smem_bytes() { return kTileStages * tile_stage_bytes<BM>(); }
 
+// G4 groups of at most this many codes have sums (|code - 8| <= 8, |q| <= 127) that
+// coli_small_int_to_float converts.
+constexpr int kTileSmallGroupCodes = kSmallIntToFloatMax / (8 * 127);
+
+// The tiled kernel's G4 group end: t = t + acc * scale for every accumulator, which restarts at 0.
+template <bool SMALL, int OI, int SJ>
+__device__ inline void tile_group_step(float (&tsum)[OI][SJ][4], int (&acc)[OI][SJ][4], const float (&scale)[OI][2]) {
+#pragma unroll
+    for (int oi = 0; oi < OI; ++oi)
+        for (int sj = 0; sj < SJ; ++sj)
+            for (int e = 0; e < 4; ++e) {
+                const int sum = acc[oi][sj][e] >> 4;
+                const float sc = scale[oi][e >> 1];
+                tsum[oi][sj][e] = SMALL ? coli_exact_group_step_small(tsum[oi][sj][e], sum, sc)
+                                        : coli_exact_group_step(tsum[oi][sj][e], sum, sc);
+                acc[oi][sj][e] = 0;
+            }
+}
+
 template <int FMT, int BM>
 __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) mma_exact_tiled_kernel(BatchArgs a) {
 #if COLI_HAS_NV_TENSOR_CORES
@@ -231,20 +250,19 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
             const int k_end = step * kTileK + kk * 32 + 32; // codes consumed after this mma step
             if (FMT == kG4 && k_end - 32 < a.ldq && (k_end % a.gs == 0 || k_end >= a.ldq)) { // a group ends: t = t + acc * scale
                 const int grp = (k_end - 32) / a.gs;
+                float scale[OI][2];
 #pragma unroll
                 for (int oi = 0; oi < OI; ++oi) {
                     for (int h = 0; h < 2; ++h) {
                         const int o = o0 + wn * 32 + oi * 16 + g + 8 * h;
-                        const float scale = o < a.O && grp < a.ng ? p.scales[(size_t)o * a.ng + grp] : 0.0f;
-#pragma unroll
-                        for (int sj = 0; sj < SJ; ++sj) {
-                            for (int c = 0; c < 2; ++c) {
-                                int &sum = acc[oi][sj][2 * h + c];
-                                tsum[oi][sj][2 * h + c] = coli_exact_group_step(tsum[oi][sj][2 * h + c], sum >> 4, scale);
-                                sum = 0;
-                            }
-                        }
+                        scale[oi][h] = o < a.O && grp < a.ng ? p.scales[(size_t)o * a.ng + grp] : 0.0f;
                     }
+                }
+                // Sums of groups up to kTileSmallGroupCodes convert without the conversion unit.
+                if (a.gs <= kTileSmallGroupCodes) {
+                    tile_group_step<true>(tsum, acc, scale);
+                } else {
+                    tile_group_step<false>(tsum, acc, scale);
                 }
             }
         }

@@ -32,9 +32,18 @@ constexpr int kWgThreads = 256;
 constexpr int kWgBytesB = kWgRowsB * kWgK;               // swizzled activation rows, 128 bytes each
 constexpr int kWgStrideA = kWgK / 2 + 16;                // padded weight rows (bytes), as the tiled kernel
 constexpr int kWgStageBytes = kWgBytesB + kWgRowsA * kWgStrideA; // a multiple of 1024
+// G4 stages also carry the block's scales for the stage's four k32 slices: slot [kk][row] holds
+// row's scale of the group that slice kk lies in.
+constexpr int kWgScaleBytes = kWgK / 32 * kWgRowsA * 4;
+template <int FMT> COLI_HD constexpr int wg_stage_bytes() { return kWgStageBytes + (FMT == kG4 ? kWgScaleBytes : 0); }
 // One extra KB to align the stages to the swizzle atom.
-constexpr int kWgSmemBytes = kWgStages * kWgStageBytes + 1024;
-static_assert(kWgStageBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
+template <int FMT> COLI_HD constexpr int wg_smem_bytes() { return kWgStages * wg_stage_bytes<FMT>() + 1024; }
+static_assert(kWgStageBytes % 1024 == 0 && kWgScaleBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
+// G4 groups of at most this many codes: a group's sum (|code - 8| <= 8, |q| <= 127) then converts
+// by coli_small_int_to_float, and scale_group (c * gs < 2^32 for c up to kTileMaxInputs rounded
+// up to a stage) holds.
+constexpr int64_t kWgMaxGroupCodes = kSmallIntToFloatMax / (8 * 127);
+static_assert((kTileMaxInputs + kWgK) * kWgMaxGroupCodes < (1ll << 32), "scale_group's range");
 
 // The tiles of a batch, each problem's 128-row activation tiles times the weight's o_tiles 128-row
 // tiles: tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the weight
@@ -77,11 +86,14 @@ __device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles
 // G4 (groups of a multiple of 32 codes): where a group ends, the wgmmas so far are waited for and
 // the contract's step t = t + acc * scale runs per output, in group order, as in the tiled kernel;
 // the group's first wgmma overwrites the accumulators. Its running sums double the registers, so
-// one block per multiprocessor.
+// one block per multiprocessor. The scales travel with the stage (cp.async, no registers held
+// across the step: loading them ahead into registers was slower, docs/performance.md), and the
+// sums convert by coli_small_int_to_float (groups of at most kWgMaxGroupCodes codes).
 template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
 #if COLI_HAS_NV_WGMMA
     extern __shared__ __align__(16) uint8_t wg_smem_raw[];
     uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
+    constexpr int kStageBytes = wg_stage_bytes<FMT>();
     const int o_tiles = (a.O + kWgRowsA - 1) / kWgRowsA, tiles = wgmma_tile_count(a, o_tiles);
     const int my_tiles = (int)blockIdx.x < tiles ? (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -97,7 +109,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
     WgmmaTile lt = wgmma_tile(a, blockIdx.x, o_tiles);
     auto load_next_stage = [&](int buf) {
         if (lk >= my_tiles) return;
-        uint8_t *st = smem + buf * kWgStageBytes;
+        uint8_t *st = smem + buf * kStageBytes;
         const int ka = ls * kWgK, kb = ls * (kWgK / 2);
 #pragma unroll
         for (int j = 0; j < kWgRowsB / 32; ++j) {
@@ -111,6 +123,16 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             const bool live = o < a.O && kb + w_col < a.row_bytes;
             coli_cp_async16(st + kWgBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? lt.w + (size_t)o * a.row_bytes + kb + w_col : lt.w,
                             live);
+        }
+        if (FMT == kG4) {
+            float *scales = reinterpret_cast<float *>(st + kWgStageBytes);
+#pragma unroll
+            for (int j = 0; j < kWgK / 32 * kWgRowsA / kWgThreads; ++j) {
+                const int slot = tid + kWgThreads * j, o = lt.o0 + slot % kWgRowsA, c = ka + (slot / kWgRowsA) * 32;
+                const int grp = scale_group(a, c);
+                const bool live = o < a.O && c < a.ldq && grp < a.ng;
+                coli_cp_async4(scales + slot, live ? lt.scales + (size_t)o * a.ng + grp : lt.scales, live);
+            }
         }
         if (++ls == steps) {
             ls = 0;
@@ -132,9 +154,6 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
         float tsum[kWgRowsB / 2]; // G4: the running sums over finished groups
 #pragma unroll
         for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
-        // G4's group steps need the tile's scales inside the step loop; Q4 looks its tile up after
-        // the loop, as it did before G4 (holding it across the loop costs Q4 2-4% at S = 2048).
-        const WgmmaTile g4_tile = FMT == kG4 ? wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles) : WgmmaTile{};
         bool group_starts = true;
         for (int step = 0; step < steps; ++step) {
             coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
@@ -142,7 +161,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             load_next_stage(next_buf);
             coli_cp_async_commit();
             next_buf = next_buf == kWgStages - 1 ? 0 : next_buf + 1;
-            const uint8_t *st = smem + buf * kWgStageBytes;
+            const uint8_t *st = smem + buf * kStageBytes;
             buf = buf == kWgStages - 1 ? 0 : buf + 1;
             int af[kWgK / 32][4];
 #pragma unroll
@@ -164,17 +183,14 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
                 coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
                 group_starts = false;
                 const int k_end = step * kWgK + kk * 32 + 32; // codes consumed after this wgmma
-                if (k_end - 32 < a.ldq && (k_end % a.gs == 0 || k_end >= a.ldq)) { // a group ends: t = t + acc * scale
-                    coli_wgmma_commit();
+                if (k_end - 32 < a.ldq && (k_end >= a.ldq || scale_group(a, k_end) != scale_group(a, k_end - 32))) {
+                    coli_wgmma_commit(); // a group ends: t = t + acc * scale
                     coli_wgmma_wait<0>();
-                    const int grp = (k_end - 32) / a.gs;
-                    float scale[2]; // rows a_row and a_row + 8
-                    for (int h = 0; h < 2; ++h) {
-                        const int o = g4_tile.o0 + a_row + 8 * h;
-                        scale[h] = o < a.O && grp < a.ng ? g4_tile.scales[(size_t)o * a.ng + grp] : 0.0f;
-                    }
+                    const float *scales = reinterpret_cast<const float *>(st + kWgStageBytes) + kk * kWgRowsA;
+                    const float scale[2] = {scales[a_row], scales[a_row + 8]};
 #pragma unroll
-                    for (int i = 0; i < kWgRowsB / 2; ++i) tsum[i] = coli_exact_group_step(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
+                    for (int i = 0; i < kWgRowsB / 2; ++i)
+                        tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
                     group_starts = true;
                     coli_wgmma_fence();
                 }
@@ -185,7 +201,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
             coli_wgmma_wait<0>();
         }
-        const WgmmaTile ct = FMT == kG4 ? g4_tile : wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
+        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
 #pragma unroll
         for (int j = 0; j < kWgRowsB / 8; ++j) {
             for (int e = 0; e < 4; ++e) {

@@ -95,3 +95,18 @@ COLI_HD inline float coli_exact_row_output(int32_t acc, float scale, float sx) {
 COLI_HD inline float coli_exact_group_step(float t, int32_t acc_g, float scale_g) {
     return coli_fadd_rn(t, coli_fmul_rn((float)acc_g, scale_g));
 }
+
+// (float)v for |v| <= 2^22 without an int -> float conversion: the bits 0x4B400000 + v are the
+// float 1.5 * 2^23 + v exactly (the exponent stays 2^23 up to v = 2^22, where the carry gives 2^24,
+// still the exact value), and subtracting 1.5 * 2^23 is exact. Why: NVIDIA's sm_80 / sm_90 convert
+// at 16 per clock and multiprocessor against 128 float additions, and the warpgroup kernel's G4
+// epilogue converts every accumulator at every group end.
+constexpr int32_t kSmallIntToFloatMax = 1 << 22;
+COLI_HD inline float coli_small_int_to_float(int32_t v) {
+    return coli_fadd_rn(coli_bits_to_float(0x4B400000u + (uint32_t)v), -12582912.0f);
+}
+
+// coli_exact_group_step for |acc_g| <= kSmallIntToFloatMax: the same result.
+COLI_HD inline float coli_exact_group_step_small(float t, int32_t acc_g, float scale_g) {
+    return coli_fadd_rn(t, coli_fmul_rn(coli_small_int_to_float(acc_g), scale_g));
+}

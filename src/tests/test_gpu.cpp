@@ -299,6 +299,59 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
     }
 }
 
+// Exact G4 group sums at the warpgroup kernel's bound (kWgMaxGroupCodes = 4128 codes, whose sums
+// it converts by coli_small_int_to_float): codes 0 against activation codes 127 sum to
+// -8 x 127 x 4128 = -4,194,048 per group, within its 2^22. Bit-identical on every path; groups of
+// 32 codes more leave warpgroup out of the registry (the tiled kernel takes them).
+TEST_CASE("exact G4 group sums at the warpgroup kernel's conversion bound equal the CPU reference", "[gpu][matmul]") {
+    GpuSession session;
+    constexpr int64_t O = 136, gs = 4128, I = 2 * gs, S = 130;
+    Quantized q;
+    std::string why;
+    REQUIRE(make_layout(COLI_FORMAT_G4, O, I, gs, &q.L, &why));
+    q.weights.resize(q.L.weight_bytes);
+    q.scales.resize(q.L.scale_count);
+    Rng rng(4128);
+    for (int64_t o = 0; o < O; ++o) { // codes all 0 (-8), all 15 (+7), or random
+        for (size_t b = 0; b < q.L.row_bytes; ++b)
+            q.weights[o * q.L.row_bytes + b] = o % 3 == 0 ? 0x00 : o % 3 == 1 ? 0xff : static_cast<uint8_t>(rng.next());
+        for (int64_t g = 0; g < q.L.groups; ++g) q.scales[o * q.L.groups + g] = 1.0f / static_cast<float>(3 + o + 7 * g);
+    }
+    std::vector<float> x(static_cast<size_t>(S * I));
+    const std::vector<float> noise = random_normal(x.size(), 4129);
+    for (int64_t s = 0; s < S; ++s) // activation codes all 127, all -127, alternating, or random
+        for (int64_t i = 0; i < I; ++i)
+            x[s * I + i] = s % 4 == 0 ? 1.0f : s % 4 == 1 ? -1.0f : s % 4 == 2 ? (i % 2 ? 1.0f : -1.0f) : noise[s * I + i];
+    std::vector<float> want(static_cast<size_t>(S * O));
+    ref::matmul(q.view(), x.data(), want.data(), S, COLI_NUMERICS_EXACT);
+    Layout q4, past;
+    REQUIRE(make_layout(COLI_FORMAT_Q4, O, I, 0, &q4, &why));
+    REQUIRE(make_layout(COLI_FORMAT_G4, O, 2 * (gs + 32), gs + 32, &past, &why));
+    for (int device : g_devices) {
+        const auto has = [&](const Layout &L, gpu::MatmulPath p) {
+            const std::vector<gpu::MatmulPath> paths = gpu::matmul_paths(device, L, COLI_NUMERICS_EXACT);
+            return std::find(paths.begin(), paths.end(), p) != paths.end();
+        };
+        CHECK(has(q.L, gpu::MatmulPath::warpgroup) == has(q4, gpu::MatmulPath::warpgroup));
+        CHECK(!has(past, gpu::MatmulPath::warpgroup));
+        CHECK(has(past, gpu::MatmulPath::tensor_core) == has(q4, gpu::MatmulPath::tensor_core));
+        gpu::DeviceTensor *t = nullptr;
+        REQUIRE(gpu::tensor_create(device, q.L, q.weights.data(), q.scales.data(), &t, &why) == COLI_OK);
+        DeviceInput xd(device, x);
+        GuardedOutput y(device, want.size());
+        for (gpu::MatmulPath path : gpu::matmul_paths(device, q.L, COLI_NUMERICS_EXACT)) {
+            INFO("device " << device << " path=" << gpu::matmul_path_name(path));
+            y.poison();
+            const coli_status st = gpu::matmul_device(t, xd.ptr, y.ptr, S, COLI_NUMERICS_EXACT, path, &why);
+            INFO(why);
+            REQUIRE(st == COLI_OK);
+            const std::vector<float> got = y.read();
+            CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+        }
+        REQUIRE(gpu::tensor_destroy(t, &why) == COLI_OK);
+    }
+}
+
 // The selection rules docs/gpu-backends.md states for automatic calls, against the device's own
 // registry: skinny at 2..32 rows for exact Q4, and exact G4 with gs a multiple of 128 (the test's
 // 128), else split for exact G4 at 2..16 rows (2..32 where I > O), the tensor cores from 16 rows

@@ -105,3 +105,25 @@ TEST_CASE("exact epilogues round each operation once, left to right, without fus
     CHECK(coli_exact_group_step(-1.0f, 3, third) == 0.0f);
     CHECK(std::fma(3.0f, third, -1.0f) != 0.0f);
 }
+
+TEST_CASE("the small-integer conversion equals (float)v up to 2^22 and the group step with it the contract's",
+          "[numerics]") {
+    // Every v with |v| <= 2^22 (the warpgroup kernel's G4 group sums; kWgMaxGroupCodes).
+    int64_t differ = 0;
+    for (int32_t v = -kSmallIntToFloatMax; v <= kSmallIntToFloatMax; ++v)
+        differ += float_bits(coli_small_int_to_float(v)) != float_bits(static_cast<float>(v));
+    CHECK(differ == 0);
+    // The bound is where it stops: one past it the carry leaves 2^24 + 2.
+    CHECK(coli_small_int_to_float(kSmallIntToFloatMax + 1) != static_cast<float>(kSmallIntToFloatMax + 1));
+    CHECK(coli_small_int_to_float(0) == 0.0f);
+    CHECK(!std::signbit(coli_small_int_to_float(0))); // +0, as (float)0: t = +0 + 0 * scale stays +0
+    Rng rng(77);
+    int64_t step_differ = 0;
+    for (int k = 0; k < 100000; ++k) {
+        const int32_t acc = static_cast<int32_t>(rng.next() % (2u * kSmallIntToFloatMax + 1)) - kSmallIntToFloatMax;
+        const float t = static_cast<float>(static_cast<int32_t>(rng.next() % 2000001) - 1000000) / 997.0f;
+        const float scale = static_cast<float>(rng.next() % 100000 + 1) / 3e7f;
+        step_differ += float_bits(coli_exact_group_step_small(t, acc, scale)) != float_bits(coli_exact_group_step(t, acc, scale));
+    }
+    CHECK(step_differ == 0);
+}
