@@ -229,9 +229,11 @@ void register_all() {
                     // 2 .. 8: exact G4 on vector against split (automatic takes split from 2
                     // rows); 24: between the 16 and the 32 rows where it leaves split, by shape
                     // (kernels_matvec_split.cuh).
-                    for (int64_t s : {1, 2, 4, 8, 16, 24, 32, 128, 512}) b->Arg(s);
-                    // The prefill kernels side by side at the target's S = 2048 too.
-                    if (path == gpu::MatmulPath::tensor_core || path == gpu::MatmulPath::warpgroup) b->Arg(2048);
+                    // The prefill kernels side by side at 64 rows (between skinny's 32 and a
+                    // full 128-row tile) and the target's 2048 too.
+                    const bool prefill = path == gpu::MatmulPath::tensor_core || path == gpu::MatmulPath::warpgroup;
+                    for (int64_t s : {1, 2, 4, 8, 16, 24, 32, 64, 128, 512, 2048})
+                        if (prefill || (s != 64 && s != 2048)) b->Arg(s);
                 }
             }
         }

@@ -83,10 +83,10 @@ coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::str
     bool compiled = false;
     COLI_GPU_CHECK(run_probe(ctx, wgmma_probe_kernel, "wgmma_probe_kernel", &compiled, why));
     if (!compiled) return COLI_OK;
-    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kQ4>, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_smem_bytes<kQ4>()),
-                "wgmma kernel shared memory");
-    COLI_GPU_OP(cudaFuncSetAttribute(wgmma_exact_kernel<kG4>, cudaFuncAttributeMaxDynamicSharedMemorySize, wg_smem_bytes<kG4>()),
-                "wgmma kernel shared memory");
+    const auto allow = [](auto kernel, int bytes) { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); };
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kQ4, 128>, wg_smem_bytes<kQ4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 64>, wg_smem_bytes<kG4, 64>()), "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
     return COLI_OK;
 }
@@ -450,20 +450,31 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #endif // COLI_NV_TENSOR_CORE_PATHS
 }
 
-// A batch on the wgmma kernel: 128 x 128 tiles, as the tiled kernel's tall shape, walked by at
-// most one wave of blocks (the kernel is persistent).
-template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
+#if COLI_NV_TENSOR_CORE_PATHS
+// A batch on the wgmma kernel: tiles of 128 weight rows (the tiled kernel's tall shape) by NB
+// activation rows, walked by at most one wave of blocks (the kernel is persistent).
+template <int FMT, int NB> coli_status launch_wgmma_rows(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
+    const int64_t tiles = wgmma_tile_count(a, blocks, NB);
+    if (tiles == 0) return COLI_OK;
+    constexpr int smem = wg_smem_bytes<FMT, NB>();
+    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT, NB>, smem);
+    const dim3 grid((unsigned)std::min(tiles, wave));
+    COLI_GPU_LAUNCH("wgmma_exact_kernel", (wgmma_exact_kernel<FMT, NB><<<grid, kWgThreads, smem, ctx.stream>>>(a)));
+    return COLI_OK;
+}
+#endif // COLI_NV_TENSOR_CORE_PATHS
+
+// G4 takes 64-row tiles where 128-row ones would leave multiprocessors idle (as the tiled kernel
+// does): its two blocks per multiprocessor then hold every tile at once.
+template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
-    const int64_t tiles = wgmma_tile_count(a, blocks);
-    if (tiles == 0) return COLI_OK;
-    constexpr int smem = wg_smem_bytes<FMT>();
-    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT>, smem);
-    const dim3 grid((unsigned)std::min(tiles, wave));
-    COLI_GPU_LAUNCH("wgmma_exact_kernel", wgmma_exact_kernel<FMT><<<grid, kWgThreads, smem, ctx.stream>>>(a));
-    return COLI_OK;
+    if constexpr (FMT == kG4) {
+        if (!tall_tiles_fill_device(ctx, a, blocks, max_S)) return launch_wgmma_rows<FMT, 64>(ctx, a, blocks, why);
+    }
+    return launch_wgmma_rows<FMT, 128>(ctx, a, blocks, why);
 #else
-    (void)ctx, (void)a, (void)blocks;
+    (void)ctx, (void)a, (void)blocks, (void)max_S;
     *why = "tensor-core kernels are not part of this build";
     return COLI_ERR_UNSUPPORTED;
 #endif // COLI_NV_TENSOR_CORE_PATHS
@@ -566,12 +577,15 @@ coli_status run_matmuls(DeviceContext &ctx, const MatmulJob *jobs, size_t n, int
                                     a.n * blocks};
             ++a.n;
         }
-        // automatic trades the tiled kernel for wgmma where its 128-row tiles fill the device.
-        static_assert(kWgRowsA == kTileN && kWgRowsB == 128, "the wgmma kernel runs the tiled kernel's tall blocks");
+        // automatic trades the tiled kernel for wgmma where its 128-row tiles fill the device, and
+        // for G4 everywhere (its 64-row tiles win where they do not; docs/performance.md).
+        static_assert(kWgRowsA == kTileN, "the wgmma kernel runs the tiled kernel's tall blocks' weight rows");
         if (chosen == MatmulPath::warpgroup ||
             (path == MatmulPath::automatic && chosen == MatmulPath::tensor_core &&
-             path_available(ctx, L, exact, MatmulPath::warpgroup) && tall_tiles_fill_device(ctx, a, blocks, max_S))) {
-            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_wgmma<kQ4>(ctx, a, blocks, why) : launch_wgmma<kG4>(ctx, a, blocks, why));
+             path_available(ctx, L, exact, MatmulPath::warpgroup) &&
+             (L.fmt == COLI_FORMAT_G4 || tall_tiles_fill_device(ctx, a, blocks, max_S)))) {
+            COLI_GPU_CHECK(L.fmt == COLI_FORMAT_Q4 ? launch_wgmma<kQ4>(ctx, a, blocks, max_S, why)
+                                                   : launch_wgmma<kG4>(ctx, a, blocks, max_S, why));
             continue;
         }
         if (tiled) {

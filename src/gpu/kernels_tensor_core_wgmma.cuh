@@ -25,35 +25,44 @@ namespace coli::gpu {
 __global__ void wgmma_probe_kernel(int *compiled) { *compiled = COLI_HAS_NV_WGMMA; }
 
 constexpr int kWgRowsA = 128;                            // weight rows per block (2 warpgroups x 64)
-constexpr int kWgRowsB = 128;                            // activation rows per block (wgmma N)
 constexpr int kWgK = 128;                                // codes per stage
 constexpr int kWgStages = 3;                             // two blocks per multiprocessor
 constexpr int kWgThreads = 256;
-constexpr int kWgBytesB = kWgRowsB * kWgK;               // swizzled activation rows, 128 bytes each
 constexpr int kWgStrideA = kWgK / 2 + 16;                // padded weight rows (bytes), as the tiled kernel
-constexpr int kWgStageBytes = kWgBytesB + kWgRowsA * kWgStrideA; // a multiple of 1024
-// G4 stages also carry the block's scales for the stage's four k32 slices: slot [kk][row] holds
-// row's scale of the group that slice kk lies in.
+constexpr int kWgBytesA = kWgRowsA * kWgStrideA;
+// Activation rows per block (wgmma N): 128, or 64 for G4 where 128-row tiles leave
+// multiprocessors idle (launch_wgmma): G4's running sums double the accumulators, so at 128 rows
+// one block fits a multiprocessor and at 64 two, one block's group steps overlapping the other's
+// wgmmas (measured, docs/performance.md).
+template <int NB> COLI_HD constexpr int wg_bytes_b() { return NB * kWgK; } // swizzled rows of 128 bytes
+// A stage: activations, weights, and for G4 the block's scales for the stage's four k32 slices
+// (slot [kk][row]: row's scale of the group that slice kk lies in).
 constexpr int kWgScaleBytes = kWgK / 32 * kWgRowsA * 4;
-template <int FMT> COLI_HD constexpr int wg_stage_bytes() { return kWgStageBytes + (FMT == kG4 ? kWgScaleBytes : 0); }
+template <int FMT, int NB> COLI_HD constexpr int wg_stage_bytes() {
+    return wg_bytes_b<NB>() + kWgBytesA + (FMT == kG4 ? kWgScaleBytes : 0);
+}
 // One extra KB to align the stages to the swizzle atom.
-template <int FMT> COLI_HD constexpr int wg_smem_bytes() { return kWgStages * wg_stage_bytes<FMT>() + 1024; }
-static_assert(kWgStageBytes % 1024 == 0 && kWgScaleBytes % 1024 == 0, "stages must keep the 1024-byte alignment of the swizzle atoms");
+template <int FMT, int NB> COLI_HD constexpr int wg_smem_bytes() { return kWgStages * wg_stage_bytes<FMT, NB>() + 1024; }
+static_assert(wg_stage_bytes<kQ4, 128>() % 1024 == 0 && wg_stage_bytes<kG4, 128>() % 1024 == 0 &&
+                  wg_stage_bytes<kG4, 64>() % 1024 == 0,
+              "stages must keep the 1024-byte alignment of the swizzle atoms");
 // G4 groups of at most this many codes: a group's sum (|code - 8| <= 8, |q| <= 127) then converts
 // by coli_small_int_to_float, and scale_group (c * gs < 2^32 for c up to kTileMaxInputs rounded
 // up to a stage) holds.
 constexpr int64_t kWgMaxGroupCodes = kSmallIntToFloatMax / (8 * 127);
 static_assert((kTileMaxInputs + kWgK) * kWgMaxGroupCodes < (1ll << 32), "scale_group's range");
 
-// The tiles of a batch, each problem's 128-row activation tiles times the weight's o_tiles 128-row
-// tiles: tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the weight
-// tiles fastest, so the blocks running at once share activation rows). The host sizes the grid
-// from the same count (launch_wgmma).
-COLI_HD inline int wgmma_problem_tiles(const BatchProblem &p, int o_tiles) { return o_tiles * ((p.S + kWgRowsB - 1) / kWgRowsB); }
+// The tiles of a batch, each problem's activation tiles of rows_b rows times the weight's o_tiles
+// 128-row tiles: tile t of problem i is weight tile t % o_tiles of activation tile t / o_tiles (the
+// weight tiles fastest, so the blocks running at once share activation rows). The host sizes the
+// grid from the same count (launch_wgmma).
+COLI_HD inline int wgmma_problem_tiles(const BatchProblem &p, int o_tiles, int rows_b) {
+    return o_tiles * ((p.S + rows_b - 1) / rows_b);
+}
 
-COLI_HD inline int wgmma_tile_count(const BatchArgs &a, int o_tiles) {
+COLI_HD inline int wgmma_tile_count(const BatchArgs &a, int o_tiles, int rows_b) {
     int n = 0;
-    for (int i = 0; i < a.n; ++i) n += wgmma_problem_tiles(a.p[i], o_tiles);
+    for (int i = 0; i < a.n; ++i) n += wgmma_problem_tiles(a.p[i], o_tiles, rows_b);
     return n;
 }
 
@@ -67,16 +76,26 @@ struct WgmmaTile {
     int S, o0, s0;
 };
 
-__device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles) {
+__device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles, int rows_b) {
     int i = 0;
     for (; i + 1 < a.n; ++i) {
-        const int n = wgmma_problem_tiles(a.p[i], o_tiles);
+        const int n = wgmma_problem_tiles(a.p[i], o_tiles, rows_b);
         if (tile < n) break;
         tile -= n;
     }
     const BatchProblem &p = a.p[i];
-    return WgmmaTile{p.w, p.q, p.scales, p.sx, p.y, p.S, (tile % o_tiles) * kWgRowsA, (tile / o_tiles) * kWgRowsB};
+    return WgmmaTile{p.w, p.q, p.scales, p.sx, p.y, p.S, (tile % o_tiles) * kWgRowsA, (tile / o_tiles) * rows_b};
 }
+
+#if COLI_HAS_NV_WGMMA
+// The wgmma of a block's activation rows, by the accumulators' size (wg_rows_b / 2).
+__device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[64], const int (&a)[4], unsigned long long desc, int accumulate = 1) {
+    coli_wgmma_s8_m64n128k32(d, a, desc, accumulate);
+}
+__device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[32], const int (&a)[4], unsigned long long desc, int accumulate = 1) {
+    coli_wgmma_s8_m64n64k32(d, a, desc, accumulate);
+}
+#endif // COLI_HAS_NV_WGMMA
 
 #if COLI_NV_TENSOR_CORE_PATHS
 // Persistent: one wave of blocks (launch_wgmma) walks the tiles t = blockIdx.x, + gridDim.x, ...
@@ -85,16 +104,17 @@ __device__ inline WgmmaTile wgmma_tile(const BatchArgs &a, int tile, int o_tiles
 // where each block takes three tiles; docs/performance.md). first_block is not used.
 // G4 (groups of a multiple of 32 codes): where a group ends, the wgmmas so far are waited for and
 // the contract's step t = t + acc * scale runs per output, in group order, as in the tiled kernel;
-// the group's first wgmma overwrites the accumulators. Its running sums double the registers, so
-// one block per multiprocessor. The scales travel with the stage (cp.async, no registers held
-// across the step: loading them ahead into registers was slower, docs/performance.md), and the
-// sums convert by coli_small_int_to_float (groups of at most kWgMaxGroupCodes codes).
-template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
+// the group's first wgmma overwrites the accumulators. The scales travel with the stage
+// (cp.async, no registers held across the step: loading them ahead into registers was slower,
+// docs/performance.md), and the sums convert by coli_small_int_to_float (groups of at most
+// kWgMaxGroupCodes codes).
+template <int FMT, int NB> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
 #if COLI_HAS_NV_WGMMA
     extern __shared__ __align__(16) uint8_t wg_smem_raw[];
     uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
-    constexpr int kStageBytes = wg_stage_bytes<FMT>();
-    const int o_tiles = (a.O + kWgRowsA - 1) / kWgRowsA, tiles = wgmma_tile_count(a, o_tiles);
+    static_assert(NB == 128 || (FMT == kG4 && NB == 64), "the activation rows a block takes");
+    constexpr int kBytesB = wg_bytes_b<NB>(), kStageBytes = wg_stage_bytes<FMT, NB>();
+    const int o_tiles = (a.O + kWgRowsA - 1) / kWgRowsA, tiles = wgmma_tile_count(a, o_tiles, NB);
     const int my_tiles = (int)blockIdx.x < tiles ? (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int steps = (a.ldq + kWgK - 1) / kWgK;
@@ -106,14 +126,14 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
     // Pieces past the data are zero-filled and read nothing.
     const int r_lo = lane % 8, c_lo = lane / 8, w_row = tid / 4, w_col = (tid % 4) * 16;
     int lk = 0, ls = 0;
-    WgmmaTile lt = wgmma_tile(a, blockIdx.x, o_tiles);
+    WgmmaTile lt = wgmma_tile(a, blockIdx.x, o_tiles, NB);
     auto load_next_stage = [&](int buf) {
         if (lk >= my_tiles) return;
         uint8_t *st = smem + buf * kStageBytes;
         const int ka = ls * kWgK, kb = ls * (kWgK / 2);
 #pragma unroll
-        for (int j = 0; j < kWgRowsB / 32; ++j) {
-            const int m = warp + 8 * j, r = (m % (kWgRowsB / 8)) * 8 + r_lo, c = (m / (kWgRowsB / 8)) * 4 + c_lo;
+        for (int j = 0; j < NB / 32; ++j) {
+            const int m = warp + 8 * j, r = (m % (NB / 8)) * 8 + r_lo, c = (m / (NB / 8)) * 4 + c_lo;
             const bool live = lt.s0 + r < lt.S && ka + c * 16 < a.ldq;
             coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), live ? lt.q + (size_t)(lt.s0 + r) * a.ldq + ka + c * 16 : lt.q, live);
         }
@@ -121,11 +141,11 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
         for (int j = 0; j < 2; ++j) {
             const int o = lt.o0 + w_row + 64 * j;
             const bool live = o < a.O && kb + w_col < a.row_bytes;
-            coli_cp_async16(st + kWgBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? lt.w + (size_t)o * a.row_bytes + kb + w_col : lt.w,
+            coli_cp_async16(st + kBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? lt.w + (size_t)o * a.row_bytes + kb + w_col : lt.w,
                             live);
         }
         if (FMT == kG4) {
-            float *scales = reinterpret_cast<float *>(st + kWgStageBytes);
+            float *scales = reinterpret_cast<float *>(st + kBytesB + kWgBytesA);
 #pragma unroll
             for (int j = 0; j < kWgK / 32 * kWgRowsA / kWgThreads; ++j) {
                 const int slot = tid + kWgThreads * j, o = lt.o0 + slot % kWgRowsA, c = ka + (slot / kWgRowsA) * 32;
@@ -136,7 +156,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
         }
         if (++ls == steps) {
             ls = 0;
-            if (++lk < my_tiles) lt = wgmma_tile(a, blockIdx.x + lk * gridDim.x, o_tiles);
+            if (++lk < my_tiles) lt = wgmma_tile(a, blockIdx.x + lk * gridDim.x, o_tiles, NB);
         }
     };
     for (int s = 0; s < kWgStages - 1; ++s) {
@@ -150,10 +170,10 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
     const unsigned halves = (t & 1) ? 0x7632u : 0x5410u;
     int buf = 0, next_buf = kWgStages - 1;
     for (int k = 0; k < my_tiles; ++k) {
-        int acc[kWgRowsB / 2];
-        float tsum[kWgRowsB / 2]; // G4: the running sums over finished groups
+        int acc[NB / 2];
+        float tsum[NB / 2]; // G4: the running sums over finished groups
 #pragma unroll
-        for (int i = 0; i < kWgRowsB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
+        for (int i = 0; i < NB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
         bool group_starts = true;
         for (int step = 0; step < steps; ++step) {
             coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
@@ -168,7 +188,7 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             for (int kk = 0; kk < kWgK / 32; ++kk) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const uint8_t *wr = st + kWgBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
+                    const uint8_t *wr = st + kBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
                     const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
                     unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
                 }
@@ -177,19 +197,19 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
 #pragma unroll
             for (int kk = 0; kk < kWgK / 32; ++kk) {
                 if (FMT == kQ4) {
-                    coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+                    coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
                     continue;
                 }
-                coli_wgmma_s8_m64n128k32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
+                coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
                 group_starts = false;
                 const int k_end = step * kWgK + kk * 32 + 32; // codes consumed after this wgmma
                 if (k_end - 32 < a.ldq && (k_end >= a.ldq || scale_group(a, k_end) != scale_group(a, k_end - 32))) {
                     coli_wgmma_commit(); // a group ends: t = t + acc * scale
                     coli_wgmma_wait<0>();
-                    const float *scales = reinterpret_cast<const float *>(st + kWgStageBytes) + kk * kWgRowsA;
+                    const float *scales = reinterpret_cast<const float *>(st + kBytesB + kWgBytesA) + kk * kWgRowsA;
                     const float scale[2] = {scales[a_row], scales[a_row + 8]};
 #pragma unroll
-                    for (int i = 0; i < kWgRowsB / 2; ++i)
+                    for (int i = 0; i < NB / 2; ++i)
                         tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
                     group_starts = true;
                     coli_wgmma_fence();
@@ -201,9 +221,9 @@ template <int FMT> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 ? 2 
             // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
             coli_wgmma_wait<0>();
         }
-        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles);
+        const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles, NB);
 #pragma unroll
-        for (int j = 0; j < kWgRowsB / 8; ++j) {
+        for (int j = 0; j < NB / 8; ++j) {
             for (int e = 0; e < 4; ++e) {
                 const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * j + 2 * t + (e & 1);
                 if (s >= ct.S || o >= a.O) continue;

@@ -242,8 +242,9 @@ const Shape kShapes[] = {
     // The split path's shapes (rows of whole 512-byte segments) with an odd O (a last pair of one
     // row), G4 units of 1 lane, and more rows than a block's ST.
     {COLI_FORMAT_Q4, 33, 1024, 0, 3},    {COLI_FORMAT_G4, 35, 1024, 32, 1},   {COLI_FORMAT_Q8, 9, 512, 0, 11},
-    // Enough 128 x 128 tiles for the tiled tensor-core kernel's 128-row blocks (at least one per
-    // multiprocessor of today's GPUs), with partial tiles both ways.
+    // Enough 128 x 128 tiles for the tiled tensor-core kernel's 128-row blocks and the wgmma
+    // kernel's 128-row G4 tiles (at least one per multiprocessor of today's GPUs), with partial
+    // tiles both ways; the G4 shapes above with fewer tiles take its 64-row ones.
     {COLI_FORMAT_Q4, 4300, 256, 0, 520}, {COLI_FORMAT_G4, 4300, 256, 64, 520},
     // More 128 x 128 tiles than a wave of the persistent wgmma kernel's blocks (2 per multiprocessor),
     // so blocks take several tiles and its copy ring crosses tiles: one K step per tile (I = 32), and
