@@ -301,6 +301,12 @@ COLI_DEVICE inline unsigned long long coli_wgmma_desc_sw128(const void *smem) {
 COLI_DEVICE inline void coli_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 COLI_DEVICE inline void coli_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> COLI_DEVICE inline void coli_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Ties accumulators to this point of the program: reads placed after it (behind a wait for their
+// wgmmas) are not moved above the wait by the compiler, which sees no dependence on it otherwise.
+template <int N> COLI_DEVICE inline void coli_wgmma_fence_operands(int (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
 
 // d += A (64 x 32 s8, registers, the m16n8k32 A layout per warp of the warpgroup: warp w holds rows
 // 16w..16w+15) x B (32 x 128 s8, K-major in shared memory, desc); with accumulate 0, d = A x B (the

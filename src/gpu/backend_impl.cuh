@@ -84,9 +84,10 @@ coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::str
     COLI_GPU_CHECK(run_probe(ctx, wgmma_probe_kernel, "wgmma_probe_kernel", &compiled, why));
     if (!compiled) return COLI_OK;
     const auto allow = [](auto kernel, int bytes) { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); };
-    COLI_GPU_OP(allow(wgmma_exact_kernel<kQ4, 128>, wg_smem_bytes<kQ4, 128>()), "wgmma kernel shared memory");
-    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
-    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 64>, wg_smem_bytes<kG4, 64>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kQ4, 128, false>, wg_smem_bytes<kQ4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128, false>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128, true>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 64, false>, wg_smem_bytes<kG4, 64>()), "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
     return COLI_OK;
 }
@@ -453,24 +454,27 @@ coli_status launch_tiled(const DeviceContext &ctx, const BatchArgs &a, int block
 #if COLI_NV_TENSOR_CORE_PATHS
 // A batch on the wgmma kernel: tiles of 128 weight rows (the tiled kernel's tall shape) by NB
 // activation rows, walked by at most one wave of blocks (the kernel is persistent).
-template <int FMT, int NB> coli_status launch_wgmma_rows(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
+template <int FMT, int NB, bool HALVES = false>
+coli_status launch_wgmma_rows(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
     const int64_t tiles = wgmma_tile_count(a, blocks, NB);
     if (tiles == 0) return COLI_OK;
     constexpr int smem = wg_smem_bytes<FMT, NB>();
-    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT, NB>, smem);
+    const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT, NB, HALVES>, smem);
     const dim3 grid((unsigned)std::min(tiles, wave));
-    COLI_GPU_LAUNCH("wgmma_exact_kernel", (wgmma_exact_kernel<FMT, NB><<<grid, kWgThreads, smem, ctx.stream>>>(a)));
+    COLI_GPU_LAUNCH("wgmma_exact_kernel", (wgmma_exact_kernel<FMT, NB, HALVES><<<grid, kWgThreads, smem, ctx.stream>>>(a)));
     return COLI_OK;
 }
 #endif // COLI_NV_TENSOR_CORE_PATHS
 
 // G4 takes 64-row tiles where 128-row ones would leave multiprocessors idle (as the tiled kernel
-// does): its two blocks per multiprocessor then hold every tile at once.
+// does): its two blocks per multiprocessor then hold every tile at once. On 128-row tiles, groups
+// of whole K steps take the kernel that steps in halves (wgmma_g4_step_in_halves).
 template <int FMT> coli_status launch_wgmma(DeviceContext &ctx, const BatchArgs &a, int blocks, int64_t max_S, std::string *why) {
 #if COLI_NV_TENSOR_CORE_PATHS
     static_assert(kWgThreads == kBlockThreads, "resident_blocks sizes blocks of kBlockThreads");
     if constexpr (FMT == kG4) {
         if (!tall_tiles_fill_device(ctx, a, blocks, max_S)) return launch_wgmma_rows<FMT, 64>(ctx, a, blocks, why);
+        if (a.gs % kWgK == 0) return launch_wgmma_rows<FMT, 128, true>(ctx, a, blocks, why);
     }
     return launch_wgmma_rows<FMT, 128>(ctx, a, blocks, why);
 #else

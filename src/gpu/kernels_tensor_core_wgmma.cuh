@@ -97,6 +97,47 @@ __device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[32], const int (&a)[4], u
 }
 #endif // COLI_HAS_NV_WGMMA
 
+#if COLI_HAS_NV_WGMMA
+// A G4 step of groups that end only where steps do (gs a multiple of kWgK), for the HALVES kernel:
+// the tile's two 64-row halves of activations go to the tensor cores as two commit groups, and
+// where the step ends a group, the first half's group step runs while they take the second's
+// wgmmas. Same sums, same group order: the same bits. The waits are unconditional: behind the
+// group-end branch, ptxas serialized every wgmma (C7514).
+template <int NB>
+__device__ inline void wgmma_g4_step_in_halves(const BatchArgs &a, int step, int steps, const uint8_t *st, const int (&af)[kWgK / 32][4],
+                                               int (&acc)[NB / 2], float (&tsum)[NB / 2], bool &group_starts, int a_row) {
+    constexpr int kHalf = NB / 4; // accumulators per half
+    int(&lo)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[0]);
+    int(&hi)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[kHalf]);
+#pragma unroll
+    for (int kk = 0; kk < kWgK / 32; ++kk)
+        coli_wgmma_s8_m64n64k32(lo, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts && kk == 0 ? 0 : 1);
+    coli_wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < kWgK / 32; ++kk)
+        coli_wgmma_s8_m64n64k32(hi, af[kk], coli_wgmma_desc_sw128(st + wg_bytes_b<NB>() / 2 + kk * 32), group_starts && kk == 0 ? 0 : 1);
+    coli_wgmma_commit();
+    group_starts = step + 1 == steps || scale_group(a, (step + 1) * kWgK) != scale_group(a, step * kWgK);
+    // Slice 0's scale slot: every slice of the step lies in its group (slices past the data have
+    // zero scales).
+    const float *scales = reinterpret_cast<const float *>(st + wg_bytes_b<NB>() + kWgBytesA);
+    const float scale[2] = {scales[a_row], scales[a_row + 8]};
+    coli_wgmma_wait<1>();
+    coli_wgmma_fence_operands(lo);
+    if (group_starts) {
+#pragma unroll
+        for (int i = 0; i < kHalf; ++i) tsum[i] = coli_exact_group_step_small(tsum[i], lo[i] >> 4, scale[(i & 2) >> 1]);
+    }
+    coli_wgmma_wait<0>();
+    coli_wgmma_fence_operands(hi);
+    if (group_starts) {
+#pragma unroll
+        for (int i = 0; i < kHalf; ++i)
+            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, scale[(i & 2) >> 1]);
+    }
+}
+#endif // COLI_HAS_NV_WGMMA
+
 #if COLI_NV_TENSOR_CORE_PATHS
 // Persistent: one wave of blocks (launch_wgmma) walks the tiles t = blockIdx.x, + gridDim.x, ...
 // with one cp.async ring across tile boundaries, so the next tile's first stages load during this
@@ -107,12 +148,16 @@ __device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[32], const int (&a)[4], u
 // the group's first wgmma overwrites the accumulators. The scales travel with the stage
 // (cp.async, no registers held across the step: loading them ahead into registers was slower,
 // docs/performance.md), and the sums convert by coli_small_int_to_float (groups of at most
-// kWgMaxGroupCodes codes).
-template <int FMT, int NB> __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
+// kWgMaxGroupCodes codes). HALVES: G4 groups of whole steps in 128-row tiles, stepped by
+// wgmma_g4_step_in_halves (its own instance: in one kernel with the general step, ptxas ran out of
+// registers for the wgmma pipeline and serialized it, C7511).
+template <int FMT, int NB, bool HALVES>
+__global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wgmma_exact_kernel(BatchArgs a) {
 #if COLI_HAS_NV_WGMMA
     extern __shared__ __align__(16) uint8_t wg_smem_raw[];
     uint8_t *smem = wg_smem_raw + ((1024u - (coli_shared_address(wg_smem_raw) & 1023u)) & 1023u);
     static_assert(NB == 128 || (FMT == kG4 && NB == 64), "the activation rows a block takes");
+    static_assert(!HALVES || (FMT == kG4 && NB == 128), "halves: G4 groups of whole steps in 128-row tiles");
     constexpr int kBytesB = wg_bytes_b<NB>(), kStageBytes = wg_stage_bytes<FMT, NB>();
     const int o_tiles = (a.O + kWgRowsA - 1) / kWgRowsA, tiles = wgmma_tile_count(a, o_tiles, NB);
     const int my_tiles = (int)blockIdx.x < tiles ? (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
@@ -194,6 +239,10 @@ template <int FMT, int NB> __global__ void __launch_bounds__(kWgThreads, FMT == 
                 }
             }
             coli_wgmma_fence();
+            if constexpr (HALVES) {
+                wgmma_g4_step_in_halves<NB>(a, step, steps, st, af, acc, tsum, group_starts, a_row);
+                continue;
+            }
 #pragma unroll
             for (int kk = 0; kk < kWgK / 32; ++kk) {
                 if (FMT == kQ4) {

@@ -246,6 +246,9 @@ const Shape kShapes[] = {
     // kernel's 128-row G4 tiles (at least one per multiprocessor of today's GPUs), with partial
     // tiles both ways; the G4 shapes above with fewer tiles take its 64-row ones.
     {COLI_FORMAT_Q4, 4300, 256, 0, 520}, {COLI_FORMAT_G4, 4300, 256, 64, 520},
+    // The same tiles with G4 groups of whole K steps, stepped in halves: a group a step (gs = 128),
+    // and groups of two steps with a partial last step in a last group of one (I = 608, gs = 256).
+    {COLI_FORMAT_G4, 4300, 384, 128, 520}, {COLI_FORMAT_G4, 4300, 608, 256, 520},
     // More 128 x 128 tiles than a wave of the persistent wgmma kernel's blocks (2 per multiprocessor),
     // so blocks take several tiles and its copy ring crosses tiles: one K step per tile (I = 32), and
     // two with a partial last one (I = 160).
@@ -303,10 +306,13 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
 // Exact G4 group sums at the warpgroup kernel's bound (kWgMaxGroupCodes = 4128 codes, whose sums
 // it converts by coli_small_int_to_float): codes 0 against activation codes 127 sum to
 // -8 x 127 x 4128 = -4,194,048 per group, within its 2^22. Bit-identical on every path; groups of
-// 32 codes more leave warpgroup out of the registry (the tiled kernel takes them).
+// 32 codes more leave warpgroup out of the registry (the tiled kernel takes them). Two shapes: few
+// tiles (the 64-row kernel) and, with groups of whole K steps (gs = 4096), more 128 x 128 tiles
+// than today's GPUs have multiprocessors (the kernel that steps in halves).
 TEST_CASE("exact G4 group sums at the warpgroup kernel's conversion bound equal the CPU reference", "[gpu][matmul]") {
     GpuSession session;
-    constexpr int64_t O = 136, gs = 4128, I = 2 * gs, S = 130;
+    const bool halves = GENERATE(false, true);
+    const int64_t O = halves ? 1540 : 136, gs = halves ? 4096 : 4128, I = halves ? gs : 2 * gs, S = halves ? 1300 : 130;
     Quantized q;
     std::string why;
     REQUIRE(make_layout(COLI_FORMAT_G4, O, I, gs, &q.L, &why));
@@ -327,7 +333,8 @@ TEST_CASE("exact G4 group sums at the warpgroup kernel's conversion bound equal 
     ref::matmul(q.view(), x.data(), want.data(), S, COLI_NUMERICS_EXACT);
     Layout q4, past;
     REQUIRE(make_layout(COLI_FORMAT_Q4, O, I, 0, &q4, &why));
-    REQUIRE(make_layout(COLI_FORMAT_G4, O, 2 * (gs + 32), gs + 32, &past, &why));
+    constexpr int64_t past_gs = 4128 + 32;
+    REQUIRE(make_layout(COLI_FORMAT_G4, O, 2 * past_gs, past_gs, &past, &why));
     for (int device : g_devices) {
         const auto has = [&](const Layout &L, gpu::MatmulPath p) {
             const std::vector<gpu::MatmulPath> paths = gpu::matmul_paths(device, L, COLI_NUMERICS_EXACT);
