@@ -99,6 +99,18 @@ void upload_experts(const std::vector<Quantized> &mats, int device, std::vector<
     }
 }
 
+// The gate, up and down matrices (F x D, F x D, D x F) of n experts of one format, expert e's from
+// seeds seed + 3e, seed + 3e + 1 and seed + 3e + 2, in upload_experts' order.
+std::vector<Quantized> uniform_expert_matrices(int fmt, int n, int64_t F, int64_t D, int64_t gs, uint64_t seed) {
+    std::vector<Quantized> mats;
+    for (int e = 0; e < n; ++e) {
+        mats.push_back(random_quantized(fmt, F, D, gs, seed + 3 * e));
+        mats.push_back(random_quantized(fmt, F, D, gs, seed + 3 * e + 1));
+        mats.push_back(random_quantized(fmt, D, F, gs, seed + 3 * e + 2));
+    }
+    return mats;
+}
+
 void free_experts(const std::vector<coli_expert> &experts) {
     for (const coli_expert &e : experts) {
         REQUIRE(coli_tensor_free(e.gate) == COLI_OK);
@@ -564,14 +576,9 @@ TEST_CASE("a one-token group equals the CPU whether or not its experts' rows rep
     GpuSession session;
     const int device = g_devices.front();
     const int64_t D = 256, F = 96, n = 8;
-    std::vector<Quantized> mats;
+    const std::vector<Quantized> mats = uniform_expert_matrices(COLI_FORMAT_Q4, n, F, D, 0, 1300);
     std::vector<coli_expert> experts;
     std::vector<ExpertView> views;
-    for (int e = 0; e < n; ++e) {
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 1300 + 3 * e));
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 1301 + 3 * e));
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, D, F, 0, 1302 + 3 * e));
-    }
     upload_experts(mats, device, &experts, &views);
     const std::vector<float> tok = random_normal(D, 1330);
     const std::vector<int64_t> rows(n, 1), token(n, 0);
@@ -590,6 +597,51 @@ TEST_CASE("a one-token group equals the CPU whether or not its experts' rows rep
         }
     }
     free_experts(experts);
+}
+
+TEST_CASE("a decode row's quantization takes its largest magnitude and ignores NaN, as the CPU's", "[gpu][api]") {
+    // Exact groups of 1 to 8 tokens' rows per expert, and the single matmul and expert MLP calls, on
+    // rows held in registers as float4s (D = 256, 6144) and rows that are not whole float4s (D = 258).
+    // The largest magnitude is a negative value's, past the first float4; NaN entries quantize to 0
+    // and never win the maximum; a scale from a wrong maximum would change every code.
+    GpuSession session;
+    const int device = g_devices.front();
+    for (int64_t D : {int64_t(256), int64_t(258), int64_t(6144)}) {
+        const int64_t F = 96, n = 8;
+        const std::vector<Quantized> mats = uniform_expert_matrices(COLI_FORMAT_Q4, n, F, D, 0, 1400);
+        std::vector<coli_expert> experts;
+        std::vector<ExpertView> views;
+        upload_experts(mats, device, &experts, &views);
+        for (int64_t tokens : {int64_t(1), int64_t(3), int64_t(8)}) {
+            INFO("D " << D << ", " << tokens << " tokens");
+            std::vector<float> x = random_normal((size_t)(tokens * D), 1430 + tokens);
+            for (int64_t t = 0; t < tokens; ++t) {
+                float *row = x.data() + t * D;
+                row[5 + t] = -9.0f - (float)t;
+                row[D - 2 - t] = std::nanf("");
+                row[D - 1] = -0.0f;
+            }
+            std::vector<int64_t> rows(n, tokens), token;
+            std::vector<float> weight, grouped;
+            for (int e = 0; e < n; ++e) {
+                for (int64_t t = 0; t < tokens; ++t) {
+                    token.push_back(t);
+                    weight.push_back(0.125f);
+                }
+                grouped.insert(grouped.end(), x.begin(), x.end());
+            }
+            check_group_sync_and_async(experts, views, rows, grouped, token, weight, tokens, D, COLI_NUMERICS_EXACT);
+            std::vector<float> want((size_t)(tokens * F)), got((size_t)(tokens * F), std::nanf(""));
+            ref::matmul(views[0].gate, x.data(), want.data(), tokens, COLI_NUMERICS_EXACT);
+            REQUIRE(coli_matmul(experts[0].gate, got.data(), x.data(), tokens, COLI_NUMERICS_EXACT) == COLI_OK);
+            CHECK(count_bit_differences(want.data(), got.data(), got.size()) == 0);
+            std::vector<float> mlp_want((size_t)(tokens * D)), mlp_got((size_t)(tokens * D), std::nanf(""));
+            ref::expert_mlp(ref::matmul, views[0], x.data(), mlp_want.data(), tokens, COLI_NUMERICS_EXACT);
+            REQUIRE(coli_expert_mlp(&experts[0], mlp_got.data(), x.data(), tokens, COLI_NUMERICS_EXACT) == COLI_OK);
+            CHECK(count_bit_differences(mlp_want.data(), mlp_got.data(), mlp_got.size()) == 0);
+        }
+        free_experts(experts);
+    }
 }
 
 TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call", "[gpu][api]") {
@@ -611,14 +663,9 @@ TEST_CASE("decode-sized groups of uniform experts equal the CPU, call after call
             const int64_t gs = fmt == COLI_FORMAT_G4 ? shape.g4_gs : 0;
             if (fmt == COLI_FORMAT_G4 && D % gs != 0) continue;
             if (fmt != COLI_FORMAT_G4 && shape.g4_only) continue;
-            std::vector<Quantized> mats;
+            const std::vector<Quantized> mats = uniform_expert_matrices(fmt, 17, F, D, gs, 900);
             std::vector<coli_expert> experts;
             std::vector<ExpertView> views;
-            for (int e = 0; e < 17; ++e) {
-                mats.push_back(random_quantized(fmt, F, D, gs, 900 + 3 * e));
-                mats.push_back(random_quantized(fmt, F, D, gs, 901 + 3 * e));
-                mats.push_back(random_quantized(fmt, D, F, gs, 902 + 3 * e));
-            }
             upload_experts(mats, device, &experts, &views);
             for (int n : {1, 8, 9, 17}) {
                 for (int64_t per_expert : {int64_t(1), int64_t(3), int64_t(8), int64_t(9)}) {
@@ -668,14 +715,9 @@ TEST_CASE("a prefill-sized group (several tiles per block) equals the CPU on eve
     const int device = g_devices.front();
     const int64_t D = 128, F = 4096;
     const std::vector<int64_t> rows = {130, 0, 300, 257, 1, 129, 200, 90};
-    std::vector<Quantized> mats;
+    const std::vector<Quantized> mats = uniform_expert_matrices(COLI_FORMAT_Q4, 8, F, D, 0, 700);
     std::vector<coli_expert> experts;
     std::vector<ExpertView> views;
-    for (int e = 0; e < 8; ++e) {
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 700 + 3 * e));
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, F, D, 0, 701 + 3 * e));
-        mats.push_back(random_quantized(COLI_FORMAT_Q4, D, F, 0, 702 + 3 * e));
-    }
     upload_experts(mats, device, &experts, &views);
     std::vector<int64_t> token;
     std::vector<float> weight;
