@@ -86,7 +86,7 @@ coli_status probe_wgmma(DeviceContext &ctx, const cudaDeviceProp &prop, std::str
     const auto allow = [](auto kernel, int bytes) { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); };
     COLI_GPU_OP(allow(wgmma_exact_kernel<kQ4, 128, false>, wg_smem_bytes<kQ4, 128>()), "wgmma kernel shared memory");
     COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128, false>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
-    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128, true>, wg_smem_bytes<kG4, 128>()), "wgmma kernel shared memory");
+    COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 128, true>, wg_smem_bytes<kG4, 128, true>()), "wgmma kernel shared memory");
     COLI_GPU_OP(allow(wgmma_exact_kernel<kG4, 64, false>, wg_smem_bytes<kG4, 64>()), "wgmma kernel shared memory");
     ctx.warpgroup_mma = true;
     return COLI_OK;
@@ -458,7 +458,7 @@ template <int FMT, int NB, bool HALVES = false>
 coli_status launch_wgmma_rows(DeviceContext &ctx, const BatchArgs &a, int blocks, std::string *why) {
     const int64_t tiles = wgmma_tile_count(a, blocks, NB);
     if (tiles == 0) return COLI_OK;
-    constexpr int smem = wg_smem_bytes<FMT, NB>();
+    constexpr int smem = wg_smem_bytes<FMT, NB, HALVES>();
     const int64_t wave = resident_blocks(ctx, wgmma_exact_kernel<FMT, NB, HALVES>, smem);
     const dim3 grid((unsigned)std::min(tiles, wave));
     COLI_GPU_LAUNCH("wgmma_exact_kernel", (wgmma_exact_kernel<FMT, NB, HALVES><<<grid, kWgThreads, smem, ctx.stream>>>(a)));

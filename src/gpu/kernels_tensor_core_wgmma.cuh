@@ -27,6 +27,14 @@ __global__ void wgmma_probe_kernel(int *compiled) { *compiled = COLI_HAS_NV_WGMM
 constexpr int kWgRowsA = 128;                            // weight rows per block (2 warpgroups x 64)
 constexpr int kWgK = 128;                                // codes per stage
 constexpr int kWgStages = 3;                             // two blocks per multiprocessor
+// The HALVES kernel keeps a step's second half in flight into the next step, so the stage it reads
+// is refilled a step later: 4 stages, loaded 2 ahead as the others' 3.
+template <bool HALVES> COLI_HD constexpr int wg_stages() { return HALVES ? 4 : kWgStages; }
+constexpr int kWgStagesAhead = kWgStages - 1;
+// Steps per unrolled chunk of the HALVES kernel. Not one loop: where a half stayed in flight across
+// the loop's back edge, reading its accumulators made ptxas serialize every wgmma (C7514), so each
+// chunk drains its last half (chunks of 2 / 4 / 8 steps measured, docs/performance.md).
+constexpr int kWgHalvesChunk = 8;
 constexpr int kWgThreads = 256;
 constexpr int kWgStrideA = kWgK / 2 + 16;                // padded weight rows (bytes), as the tiled kernel
 constexpr int kWgBytesA = kWgRowsA * kWgStrideA;
@@ -42,7 +50,9 @@ template <int FMT, int NB> COLI_HD constexpr int wg_stage_bytes() {
     return wg_bytes_b<NB>() + kWgBytesA + (FMT == kG4 ? kWgScaleBytes : 0);
 }
 // One extra KB to align the stages to the swizzle atom.
-template <int FMT, int NB> COLI_HD constexpr int wg_smem_bytes() { return kWgStages * wg_stage_bytes<FMT, NB>() + 1024; }
+template <int FMT, int NB, bool HALVES = false> COLI_HD constexpr int wg_smem_bytes() {
+    return wg_stages<HALVES>() * wg_stage_bytes<FMT, NB>() + 1024;
+}
 static_assert(wg_stage_bytes<kQ4, 128>() % 1024 == 0 && wg_stage_bytes<kG4, 128>() % 1024 == 0 &&
                   wg_stage_bytes<kG4, 64>() % 1024 == 0,
               "stages must keep the 1024-byte alignment of the swizzle atoms");
@@ -98,42 +108,68 @@ __device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[32], const int (&a)[4], u
 #endif // COLI_HAS_NV_WGMMA
 
 #if COLI_HAS_NV_WGMMA
+// The HALVES kernel's running state across steps: the second half's accumulators are stepped one
+// step late, under the next step's first half.
+struct WgmmaHalvesCarry {
+    bool group_starts, hi_ends; // this step starts a group; the half in flight ends one
+    float hi_scale[2];          // the in-flight half's group scales (rows a_row, a_row + 8)
+};
+
 // A G4 step of groups that end only where steps do (gs a multiple of kWgK), for the HALVES kernel:
-// the tile's two 64-row halves of activations go to the tensor cores as two commit groups, and
-// where the step ends a group, the first half's group step runs while they take the second's
-// wgmmas. Same sums, same group order: the same bits. The waits are unconditional: behind the
-// group-end branch, ptxas serialized every wgmma (C7514).
+// the tile's two 64-row halves of activations go to the tensor cores as two commit groups, and the
+// tensor cores always hold one while the other's group step runs: the first half's wgmmas run under
+// the previous step's second-half group step, the second half's under this step's first-half one.
+// af is one of two register sets taken in turn (the in-flight half still reads the other). Same
+// sums, same group order: the same bits. The waits are unconditional: behind the group-end branch,
+// ptxas serialized every wgmma (C7514).
 template <int NB>
 __device__ inline void wgmma_g4_step_in_halves(const BatchArgs &a, int step, int steps, const uint8_t *st, const int (&af)[kWgK / 32][4],
-                                               int (&acc)[NB / 2], float (&tsum)[NB / 2], bool &group_starts, int a_row) {
+                                               int (&acc)[NB / 2], float (&tsum)[NB / 2], WgmmaHalvesCarry &c, int a_row,
+                                               bool hi_in_flight) {
     constexpr int kHalf = NB / 4; // accumulators per half
     int(&lo)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[0]);
     int(&hi)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[kHalf]);
 #pragma unroll
     for (int kk = 0; kk < kWgK / 32; ++kk)
-        coli_wgmma_s8_m64n64k32(lo, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts && kk == 0 ? 0 : 1);
+        coli_wgmma_s8_m64n64k32(lo, af[kk], coli_wgmma_desc_sw128(st + kk * 32), c.group_starts && kk == 0 ? 0 : 1);
     coli_wgmma_commit();
+    coli_wgmma_wait<1>(); // the previous step's second half
+    coli_wgmma_fence_operands(hi);
+    if (hi_in_flight && c.hi_ends) {
+#pragma unroll
+        for (int i = 0; i < kHalf; ++i)
+            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, c.hi_scale[(i & 2) >> 1]);
+    }
+    coli_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWgK / 32; ++kk)
-        coli_wgmma_s8_m64n64k32(hi, af[kk], coli_wgmma_desc_sw128(st + wg_bytes_b<NB>() / 2 + kk * 32), group_starts && kk == 0 ? 0 : 1);
+        coli_wgmma_s8_m64n64k32(hi, af[kk], coli_wgmma_desc_sw128(st + wg_bytes_b<NB>() / 2 + kk * 32), c.group_starts && kk == 0 ? 0 : 1);
     coli_wgmma_commit();
-    group_starts = step + 1 == steps || scale_group(a, (step + 1) * kWgK) != scale_group(a, step * kWgK);
+    const bool ends = step + 1 == steps || scale_group(a, (step + 1) * kWgK) != scale_group(a, step * kWgK);
     // Slice 0's scale slot: every slice of the step lies in its group (slices past the data have
     // zero scales).
     const float *scales = reinterpret_cast<const float *>(st + wg_bytes_b<NB>() + kWgBytesA);
     const float scale[2] = {scales[a_row], scales[a_row + 8]};
-    coli_wgmma_wait<1>();
+    coli_wgmma_wait<1>(); // this step's first half
     coli_wgmma_fence_operands(lo);
-    if (group_starts) {
+    if (ends) {
 #pragma unroll
         for (int i = 0; i < kHalf; ++i) tsum[i] = coli_exact_group_step_small(tsum[i], lo[i] >> 4, scale[(i & 2) >> 1]);
     }
+    c.group_starts = c.hi_ends = ends;
+    c.hi_scale[0] = scale[0], c.hi_scale[1] = scale[1];
+}
+
+// The tile's last second half, once its step loop is done.
+template <int NB> __device__ inline void wgmma_g4_halves_drain(int (&acc)[NB / 2], float (&tsum)[NB / 2], const WgmmaHalvesCarry &c) {
+    constexpr int kHalf = NB / 4;
+    int(&hi)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[kHalf]);
     coli_wgmma_wait<0>();
     coli_wgmma_fence_operands(hi);
-    if (group_starts) {
+    if (c.hi_ends) {
 #pragma unroll
         for (int i = 0; i < kHalf; ++i)
-            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, scale[(i & 2) >> 1]);
+            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, c.hi_scale[(i & 2) >> 1]);
     }
 }
 #endif // COLI_HAS_NV_WGMMA
@@ -204,7 +240,8 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
             if (++lk < my_tiles) lt = wgmma_tile(a, blockIdx.x + lk * gridDim.x, o_tiles, NB);
         }
     };
-    for (int s = 0; s < kWgStages - 1; ++s) {
+    constexpr int kStages = wg_stages<HALVES>();
+    for (int s = 0; s < kWgStagesAhead; ++s) {
         load_next_stage(s);
         coli_cp_async_commit();
     }
@@ -213,62 +250,86 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
     // and 8+2t, 9+2t of the row's 16 packed bytes, gathered by one byte permute.
     const int a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
     const unsigned halves = (t & 1) ? 0x7632u : 0x5410u;
-    int buf = 0, next_buf = kWgStages - 1;
+    int buf = 0, next_buf = kWgStagesAhead;
+    // A step's start: its stage landed for every thread, the next one's loads issued, this thread's
+    // weight rows unpacked into af; returns the stage.
+    auto begin_step = [&](int(&af)[kWgK / 32][4]) {
+        coli_cp_async_wait<kWgStagesAhead - 1>(); // this stage's pieces have landed ...
+        __syncthreads();                          // ... for every thread, and the stage refilled next is consumed
+        load_next_stage(next_buf);
+        coli_cp_async_commit();
+        next_buf = next_buf == kStages - 1 ? 0 : next_buf + 1;
+        const uint8_t *st = smem + buf * kStageBytes;
+        buf = buf == kStages - 1 ? 0 : buf + 1;
+#pragma unroll
+        for (int kk = 0; kk < kWgK / 32; ++kk) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint8_t *wr = st + kBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
+                const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
+                unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
+            }
+        }
+        coli_wgmma_fence();
+        return st;
+    };
     for (int k = 0; k < my_tiles; ++k) {
         int acc[NB / 2];
         float tsum[NB / 2]; // G4: the running sums over finished groups
 #pragma unroll
         for (int i = 0; i < NB / 2; ++i) acc[i] = 0, tsum[i] = 0.0f;
-        bool group_starts = true;
-        for (int step = 0; step < steps; ++step) {
-            coli_cp_async_wait<kWgStages - 2>(); // this stage's pieces have landed ...
-            __syncthreads();                     // ... for every thread, and the previous stage is consumed
-            load_next_stage(next_buf);
-            coli_cp_async_commit();
-            next_buf = next_buf == kWgStages - 1 ? 0 : next_buf + 1;
-            const uint8_t *st = smem + buf * kStageBytes;
-            buf = buf == kWgStages - 1 ? 0 : buf + 1;
-            int af[kWgK / 32][4];
+        if constexpr (HALVES) {
+            // Chunks of kWgHalvesChunk steps, unrolled, each keeping a second half in flight from
+            // step to step and draining the last one; the steps left over take one step and its
+            // drain at a time. Two register sets of A, taken in turn.
+            int af[2][kWgK / 32][4];
+            WgmmaHalvesCarry carry{true, false, {0.0f, 0.0f}};
+            int step = 0;
+            for (; step + kWgHalvesChunk <= steps; step += kWgHalvesChunk) {
 #pragma unroll
-            for (int kk = 0; kk < kWgK / 32; ++kk) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const uint8_t *wr = st + kBytesB + (a_row + 8 * h) * kWgStrideA + kk * 16 + 4 * (t >> 1);
-                    const unsigned packed = coli_byte_perm(*(const unsigned *)wr, *(const unsigned *)(wr + 8), halves);
-                    unpack_q4_sixteenths(packed, af[kk][h], af[kk][2 + h]);
+                for (int j = 0; j < kWgHalvesChunk; ++j) {
+                    const uint8_t *st = begin_step(af[j & 1]);
+                    wgmma_g4_step_in_halves<NB>(a, step + j, steps, st, af[j & 1], acc, tsum, carry, a_row, j > 0);
                 }
+                wgmma_g4_halves_drain<NB>(acc, tsum, carry);
             }
-            coli_wgmma_fence();
-            if constexpr (HALVES) {
-                wgmma_g4_step_in_halves<NB>(a, step, steps, st, af, acc, tsum, group_starts, a_row);
-                continue;
+            for (; step < steps; ++step) {
+                const uint8_t *st = begin_step(af[0]);
+                wgmma_g4_step_in_halves<NB>(a, step, steps, st, af[0], acc, tsum, carry, a_row, false);
+                wgmma_g4_halves_drain<NB>(acc, tsum, carry);
             }
+        } else {
+            bool group_starts = true;
+            for (int step = 0; step < steps; ++step) {
+                int af[kWgK / 32][4];
+                const uint8_t *st = begin_step(af);
 #pragma unroll
-            for (int kk = 0; kk < kWgK / 32; ++kk) {
-                if (FMT == kQ4) {
-                    coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
-                    continue;
-                }
-                coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
-                group_starts = false;
-                const int k_end = step * kWgK + kk * 32 + 32; // codes consumed after this wgmma
-                if (k_end - 32 < a.ldq && (k_end >= a.ldq || scale_group(a, k_end) != scale_group(a, k_end - 32))) {
-                    coli_wgmma_commit(); // a group ends: t = t + acc * scale
-                    coli_wgmma_wait<0>();
-                    const float *scales = reinterpret_cast<const float *>(st + kBytesB + kWgBytesA) + kk * kWgRowsA;
-                    const float scale[2] = {scales[a_row], scales[a_row + 8]};
+                for (int kk = 0; kk < kWgK / 32; ++kk) {
+                    if (FMT == kQ4) {
+                        coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32));
+                        continue;
+                    }
+                    coli_wgmma_s8_m64nNk32(acc, af[kk], coli_wgmma_desc_sw128(st + kk * 32), group_starts ? 0 : 1);
+                    group_starts = false;
+                    const int k_end = step * kWgK + kk * 32 + 32; // codes consumed after this wgmma
+                    if (k_end - 32 < a.ldq && (k_end >= a.ldq || scale_group(a, k_end) != scale_group(a, k_end - 32))) {
+                        coli_wgmma_commit(); // a group ends: t = t + acc * scale
+                        coli_wgmma_wait<0>();
+                        const float *scales = reinterpret_cast<const float *>(st + kBytesB + kWgBytesA) + kk * kWgRowsA;
+                        const float scale[2] = {scales[a_row], scales[a_row + 8]};
 #pragma unroll
-                    for (int i = 0; i < NB / 2; ++i)
-                        tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
-                    group_starts = true;
-                    coli_wgmma_fence();
+                        for (int i = 0; i < NB / 2; ++i)
+                            tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
+                        group_starts = true;
+                        coli_wgmma_fence();
+                    }
                 }
+                coli_wgmma_commit();
+                // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
+                // group in flight made ptxas serialize the wgmmas (A written while one runs), and with af
+                // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
+                coli_wgmma_wait<0>();
             }
-            coli_wgmma_commit();
-            // Done before the stage is overwritten (next step's barrier) and af rewritten. Keeping a
-            // group in flight made ptxas serialize the wgmmas (A written while one runs), and with af
-            // double-buffered it ran slower: 69.4 against 65.8 us (docs/performance.md).
-            coli_wgmma_wait<0>();
         }
         const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles, NB);
 #pragma unroll

@@ -259,8 +259,10 @@ const Shape kShapes[] = {
     // tiles both ways; the G4 shapes above with fewer tiles take its 64-row ones.
     {COLI_FORMAT_Q4, 4300, 256, 0, 520}, {COLI_FORMAT_G4, 4300, 256, 64, 520},
     // The same tiles with G4 groups of whole K steps, stepped in halves: a group a step (gs = 128),
-    // and groups of two steps with a partial last step in a last group of one (I = 608, gs = 256).
-    {COLI_FORMAT_G4, 4300, 384, 128, 520}, {COLI_FORMAT_G4, 4300, 608, 256, 520},
+    // and groups of two steps with a partial last step in a last group of one (I = 608, gs = 256);
+    // 19 steps (I = 2432) for the chunks of steps that keep a half in flight and the steps left
+    // after them (kWgHalvesChunk).
+    {COLI_FORMAT_G4, 4300, 384, 128, 520}, {COLI_FORMAT_G4, 4300, 608, 256, 520}, {COLI_FORMAT_G4, 1540, 2432, 128, 1300},
     // More 128 x 128 tiles than a wave of the persistent wgmma kernel's blocks (2 per multiprocessor),
     // so blocks take several tiles and its copy ring crosses tiles: one K step per tile (I = 32), and
     // two with a partial last one (I = 160).
@@ -318,13 +320,17 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
 // Exact G4 group sums at the warpgroup kernel's bound (kWgMaxGroupCodes = 4128 codes, whose sums
 // it converts by coli_small_int_to_float): codes 0 against activation codes 127 sum to
 // -8 x 127 x 4128 = -4,194,048 per group, within its 2^22. Bit-identical on every path; groups of
-// 32 codes more leave warpgroup out of the registry (the tiled kernel takes them). Two shapes: few
-// tiles (the 64-row kernel) and, with groups of whole K steps (gs = 4096), more 128 x 128 tiles
-// than today's GPUs have multiprocessors (the kernel that steps in halves).
+// 32 codes more leave warpgroup out of the registry (the tiled kernel takes them). Three shapes:
+// few tiles (the 64-row kernel); with groups of whole K steps (gs = 4096), more 128 x 128 tiles
+// than today's GPUs have multiprocessors (the kernel that steps in halves); and the same tiles at
+// gs = 256 over 19 steps (its chunks of steps and the steps left after them, kWgHalvesChunk) and a
+// last group of one step (I = 2432).
 TEST_CASE("exact G4 group sums at the warpgroup kernel's conversion bound equal the CPU reference", "[gpu][matmul]") {
     GpuSession session;
-    const bool halves = GENERATE(false, true);
-    const int64_t O = halves ? 1540 : 136, gs = halves ? 4096 : 4128, I = halves ? gs : 2 * gs, S = halves ? 1300 : 130;
+    const int kernel = GENERATE(0, 1, 2); // 64-row tiles, halves, halves at gs = 256
+    const bool halves = kernel > 0;
+    const int64_t O = halves ? 1540 : 136, gs = kernel == 2 ? 256 : halves ? 4096 : 4128;
+    const int64_t I = kernel == 2 ? 2432 : halves ? gs : 2 * gs, S = halves ? 1300 : 130;
     Quantized q;
     std::string why;
     REQUIRE(make_layout(COLI_FORMAT_G4, O, I, gs, &q.L, &why));
