@@ -108,11 +108,18 @@ __device__ inline void coli_wgmma_s8_m64nNk32(int (&d)[32], const int (&a)[4], u
 #endif // COLI_HAS_NV_WGMMA
 
 #if COLI_HAS_NV_WGMMA
+// The contract's group step t = t + acc * scale for accumulators holding 16 x the group's sums; a
+// thread's accumulators alternate in pairs between its rows a_row and a_row + 8 (scale[0], [1]).
+template <int N> __device__ inline void wgmma_g4_group_step(float (&tsum)[N], const int (&acc)[N], const float (&scale)[2]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
+}
+
 // The HALVES kernel's running state across steps: the second half's accumulators are stepped one
 // step late, under the next step's first half.
 struct WgmmaHalvesCarry {
-    bool group_starts, hi_ends; // this step starts a group; the half in flight ends one
-    float hi_scale[2];          // the in-flight half's group scales (rows a_row, a_row + 8)
+    bool group_starts; // this step starts a group: the previous one, whose second half may be in flight, ended one
+    float hi_scale[2]; // the in-flight half's group scales (rows a_row, a_row + 8)
 };
 
 // A G4 step of groups that end only where steps do (gs a multiple of kWgK), for the HALVES kernel:
@@ -129,17 +136,15 @@ __device__ inline void wgmma_g4_step_in_halves(const BatchArgs &a, int step, int
     constexpr int kHalf = NB / 4; // accumulators per half
     int(&lo)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[0]);
     int(&hi)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[kHalf]);
+    float(&tsum_lo)[kHalf] = *reinterpret_cast<float(*)[kHalf]>(&tsum[0]);
+    float(&tsum_hi)[kHalf] = *reinterpret_cast<float(*)[kHalf]>(&tsum[kHalf]);
 #pragma unroll
     for (int kk = 0; kk < kWgK / 32; ++kk)
         coli_wgmma_s8_m64n64k32(lo, af[kk], coli_wgmma_desc_sw128(st + kk * 32), c.group_starts && kk == 0 ? 0 : 1);
     coli_wgmma_commit();
     coli_wgmma_wait<1>(); // the previous step's second half
     coli_wgmma_fence_operands(hi);
-    if (hi_in_flight && c.hi_ends) {
-#pragma unroll
-        for (int i = 0; i < kHalf; ++i)
-            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, c.hi_scale[(i & 2) >> 1]);
-    }
+    if (hi_in_flight && c.group_starts) wgmma_g4_group_step(tsum_hi, hi, c.hi_scale);
     coli_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWgK / 32; ++kk)
@@ -152,25 +157,19 @@ __device__ inline void wgmma_g4_step_in_halves(const BatchArgs &a, int step, int
     const float scale[2] = {scales[a_row], scales[a_row + 8]};
     coli_wgmma_wait<1>(); // this step's first half
     coli_wgmma_fence_operands(lo);
-    if (ends) {
-#pragma unroll
-        for (int i = 0; i < kHalf; ++i) tsum[i] = coli_exact_group_step_small(tsum[i], lo[i] >> 4, scale[(i & 2) >> 1]);
-    }
-    c.group_starts = c.hi_ends = ends;
+    if (ends) wgmma_g4_group_step(tsum_lo, lo, scale);
+    c.group_starts = ends;
     c.hi_scale[0] = scale[0], c.hi_scale[1] = scale[1];
 }
 
-// The tile's last second half, once its step loop is done.
+// The last step's second half, once a chunk of steps is done.
 template <int NB> __device__ inline void wgmma_g4_halves_drain(int (&acc)[NB / 2], float (&tsum)[NB / 2], const WgmmaHalvesCarry &c) {
     constexpr int kHalf = NB / 4;
     int(&hi)[kHalf] = *reinterpret_cast<int(*)[kHalf]>(&acc[kHalf]);
+    float(&tsum_hi)[kHalf] = *reinterpret_cast<float(*)[kHalf]>(&tsum[kHalf]);
     coli_wgmma_wait<0>();
     coli_wgmma_fence_operands(hi);
-    if (c.hi_ends) {
-#pragma unroll
-        for (int i = 0; i < kHalf; ++i)
-            tsum[kHalf + i] = coli_exact_group_step_small(tsum[kHalf + i], hi[i] >> 4, c.hi_scale[(i & 2) >> 1]);
-    }
+    if (c.group_starts) wgmma_g4_group_step(tsum_hi, hi, c.hi_scale);
 }
 #endif // COLI_HAS_NV_WGMMA
 
@@ -283,7 +282,7 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
             // step to step and draining the last one; the steps left over take one step and its
             // drain at a time. Two register sets of A, taken in turn.
             int af[2][kWgK / 32][4];
-            WgmmaHalvesCarry carry{true, false, {0.0f, 0.0f}};
+            WgmmaHalvesCarry carry{true, {0.0f, 0.0f}};
             int step = 0;
             for (; step + kWgHalvesChunk <= steps; step += kWgHalvesChunk) {
 #pragma unroll
@@ -317,9 +316,7 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
                         coli_wgmma_wait<0>();
                         const float *scales = reinterpret_cast<const float *>(st + kBytesB + kWgBytesA) + kk * kWgRowsA;
                         const float scale[2] = {scales[a_row], scales[a_row + 8]};
-#pragma unroll
-                        for (int i = 0; i < NB / 2; ++i)
-                            tsum[i] = coli_exact_group_step_small(tsum[i], acc[i] >> 4, scale[(i & 2) >> 1]);
+                        wgmma_g4_group_step(tsum, acc, scale);
                         group_starts = true;
                         coli_wgmma_fence();
                     }

@@ -327,10 +327,12 @@ TEST_CASE("every matmul kernel equals the CPU reference: exact bits, float NMSE"
 // last group of one step (I = 2432).
 TEST_CASE("exact G4 group sums at the warpgroup kernel's conversion bound equal the CPU reference", "[gpu][matmul]") {
     GpuSession session;
-    const int kernel = GENERATE(0, 1, 2); // 64-row tiles, halves, halves at gs = 256
-    const bool halves = kernel > 0;
-    const int64_t O = halves ? 1540 : 136, gs = kernel == 2 ? 256 : halves ? 4096 : 4128;
-    const int64_t I = kernel == 2 ? 2432 : halves ? gs : 2 * gs, S = halves ? 1300 : 130;
+    // 64-row tiles; halves at gs = 4096; halves at gs = 256.
+    const Shape bound_shapes[] = {{COLI_FORMAT_G4, 136, 2 * 4128, 4128, 130},
+                                  {COLI_FORMAT_G4, 1540, 4096, 4096, 1300},
+                                  {COLI_FORMAT_G4, 1540, 2432, 256, 1300}};
+    const Shape &shape = bound_shapes[GENERATE(0, 1, 2)];
+    const int64_t O = shape.O, I = shape.I, gs = shape.gs, S = shape.S;
     Quantized q;
     std::string why;
     REQUIRE(make_layout(COLI_FORMAT_G4, O, I, gs, &q.L, &why));
