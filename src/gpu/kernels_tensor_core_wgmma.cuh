@@ -205,8 +205,36 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
     // banks through the swizzle. Weights: 4 pieces of 16 bytes per row, rows tid / 4 and + 64.
     // Pieces past the data are zero-filled and read nothing.
     const int r_lo = lane % 8, c_lo = lane / 8, w_row = tid / 4, w_col = (tid % 4) * 16;
+    // The thread's sources of the loader's tile, resolved once per tile so that a step only adds
+    // its K offset (per step, the 64-bit row addresses took ~20 instructions a copy): activation
+    // rows r_lo + 8 * (warp + 8 * j), weight rows w_row + 64 * j, scale row tid % kWgRowsA. A dead
+    // row's source is its matrix's start, and a dead piece takes no K offset: every address stays
+    // inside the data.
+    constexpr int kRowsB = NB / 64;
+    const int8_t *q_src[kRowsB];
+    const uint8_t *w_src[2];
+    const float *s_src;
+    bool q_live[kRowsB], w_live[2], s_live;
     int lk = 0, ls = 0;
-    WgmmaTile lt = wgmma_tile(a, blockIdx.x, o_tiles, NB);
+    auto aim_loader = [&](int tile) {
+        const WgmmaTile lt = wgmma_tile(a, tile, o_tiles, NB);
+#pragma unroll
+        for (int j = 0; j < kRowsB; ++j) {
+            const int s = lt.s0 + (warp + 8 * j) * 8 + r_lo;
+            q_live[j] = s < lt.S;
+            q_src[j] = q_live[j] ? lt.q + (size_t)s * a.ldq + c_lo * 16 : lt.q;
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int o = lt.o0 + w_row + 64 * j;
+            w_live[j] = o < a.O;
+            w_src[j] = w_live[j] ? lt.w + (size_t)o * a.row_bytes + w_col : lt.w;
+        }
+        const int o = lt.o0 + tid % kWgRowsA;
+        s_live = o < a.O;
+        s_src = s_live ? lt.scales + (size_t)o * a.ng : lt.scales;
+    };
+    aim_loader(blockIdx.x);
     auto load_next_stage = [&](int buf) {
         if (lk >= my_tiles) return;
         uint8_t *st = smem + buf * kStageBytes;
@@ -214,29 +242,28 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
 #pragma unroll
         for (int j = 0; j < NB / 32; ++j) {
             const int m = warp + 8 * j, r = (m % (NB / 8)) * 8 + r_lo, c = (m / (NB / 8)) * 4 + c_lo;
-            const bool live = lt.s0 + r < lt.S && ka + c * 16 < a.ldq;
-            coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), live ? lt.q + (size_t)(lt.s0 + r) * a.ldq + ka + c * 16 : lt.q, live);
+            const int k = ka + (c - c_lo) * 16; // from the row's chunk c_lo
+            const bool live = q_live[j % kRowsB] && k + c_lo * 16 < a.ldq;
+            coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), q_src[j % kRowsB] + (live ? k : 0), live);
         }
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-            const int o = lt.o0 + w_row + 64 * j;
-            const bool live = o < a.O && kb + w_col < a.row_bytes;
-            coli_cp_async16(st + kBytesB + (w_row + 64 * j) * kWgStrideA + w_col, live ? lt.w + (size_t)o * a.row_bytes + kb + w_col : lt.w,
-                            live);
+            const bool live = w_live[j] && kb + w_col < a.row_bytes;
+            coli_cp_async16(st + kBytesB + (w_row + 64 * j) * kWgStrideA + w_col, w_src[j] + (live ? kb : 0), live);
         }
         if (FMT == kG4) {
             float *scales = reinterpret_cast<float *>(st + kBytesB + kWgBytesA);
 #pragma unroll
             for (int j = 0; j < kWgK / 32 * kWgRowsA / kWgThreads; ++j) {
-                const int slot = tid + kWgThreads * j, o = lt.o0 + slot % kWgRowsA, c = ka + (slot / kWgRowsA) * 32;
+                const int slot = tid + kWgThreads * j, c = ka + (slot / kWgRowsA) * 32;
                 const int grp = scale_group(a, c);
-                const bool live = o < a.O && c < a.ldq && grp < a.ng;
-                coli_cp_async4(scales + slot, live ? lt.scales + (size_t)o * a.ng + grp : lt.scales, live);
+                const bool live = s_live && c < a.ldq && grp < a.ng;
+                coli_cp_async4(scales + slot, s_src + (live ? grp : 0), live);
             }
         }
         if (++ls == steps) {
             ls = 0;
-            if (++lk < my_tiles) lt = wgmma_tile(a, blockIdx.x + lk * gridDim.x, o_tiles, NB);
+            if (++lk < my_tiles) aim_loader(blockIdx.x + lk * gridDim.x);
         }
     };
     constexpr int kStages = wg_stages<HALVES>();
