@@ -267,6 +267,23 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
             }
         }
     }
+    // The row scales first, all loads before any store (y may alias them as far as the compiler
+    // knows: loads between the stores ran one global latency per output, as in wgmma_exact_kernel).
+    float sx[SJ][2], so[OI][2];
+#pragma unroll
+    for (int sj = 0; sj < SJ; ++sj) {
+        for (int b = 0; b < 2; ++b) {
+            const int s = s0 + wm * (BM / 2) + sj * 8 + 2 * t + b;
+            sx[sj][b] = s < p.S ? p.sx[s] : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int oi = 0; oi < OI; ++oi) {
+        for (int h = 0; h < 2; ++h) {
+            const int o = o0 + wn * 32 + oi * 16 + g + 8 * h;
+            so[oi][h] = FMT == kQ4 && o < a.O ? p.scales[o] : 0.0f;
+        }
+    }
 #pragma unroll
     for (int oi = 0; oi < OI; ++oi) {
         for (int sj = 0; sj < SJ; ++sj) {
@@ -274,8 +291,8 @@ __global__ void __launch_bounds__(kTileThreads, FMT == kQ4 || BM == 64 ? 2 : 1) 
                 const int o = o0 + wn * 32 + oi * 16 + g + (e >= 2 ? 8 : 0);
                 const int s = s0 + wm * (BM / 2) + sj * 8 + 2 * t + (e & 1);
                 if (s >= p.S || o >= a.O) continue;
-                p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[oi][sj][e], p.sx[s])
-                                                      : coli_exact_row_output(acc[oi][sj][e] >> 4, p.scales[o], p.sx[s]);
+                p.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[oi][sj][e], sx[sj][e & 1])
+                                                      : coli_exact_row_output(acc[oi][sj][e] >> 4, so[oi][e >> 1], sx[sj][e & 1]);
             }
         }
     }

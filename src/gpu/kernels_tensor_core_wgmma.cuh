@@ -205,12 +205,15 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
     // banks through the swizzle. Weights: 4 pieces of 16 bytes per row, rows tid / 4 and + 64.
     // Pieces past the data are zero-filled and read nothing.
     const int r_lo = lane % 8, c_lo = lane / 8, w_row = tid / 4, w_col = (tid % 4) * 16;
+    // Activation copy j's row in the tile and its 16-byte chunk of the step's 128 bytes. Copies j
+    // and j % kRowsB share the row (kRowsB = NB / 64 rows a thread, two chunks of each).
+    constexpr int kRowsB = NB / 64;
+    auto b_row = [&](int j) { return ((warp + 8 * j) % (NB / 8)) * 8 + r_lo; };
+    auto b_chunk = [&](int j) { return ((warp + 8 * j) / (NB / 8)) * 4 + c_lo; };
     // The thread's sources of the loader's tile, resolved once per tile so that a step only adds
     // its K offset (per step, the 64-bit row addresses took ~20 instructions a copy): activation
-    // rows r_lo + 8 * (warp + 8 * j), weight rows w_row + 64 * j, scale row tid % kWgRowsA. A dead
-    // row's source is its matrix's start, and a dead piece takes no K offset: every address stays
-    // inside the data.
-    constexpr int kRowsB = NB / 64;
+    // rows b_row(j), weight rows w_row + 64 * j, scale row tid % kWgRowsA. A dead row's source is
+    // its matrix's start, and a dead piece takes no K offset: every address stays inside the data.
     const int8_t *q_src[kRowsB];
     const uint8_t *w_src[2];
     const float *s_src;
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
         const WgmmaTile lt = wgmma_tile(a, tile, o_tiles, NB);
 #pragma unroll
         for (int j = 0; j < kRowsB; ++j) {
-            const int s = lt.s0 + (warp + 8 * j) * 8 + r_lo;
+            const int s = lt.s0 + b_row(j);
             q_live[j] = s < lt.S;
             q_src[j] = q_live[j] ? lt.q + (size_t)s * a.ldq + c_lo * 16 : lt.q;
         }
@@ -241,8 +244,8 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
         const int ka = ls * kWgK, kb = ls * (kWgK / 2);
 #pragma unroll
         for (int j = 0; j < NB / 32; ++j) {
-            const int m = warp + 8 * j, r = (m % (NB / 8)) * 8 + r_lo, c = (m / (NB / 8)) * 4 + c_lo;
-            const int k = ka + (c - c_lo) * 16; // from the row's chunk c_lo
+            const int r = b_row(j), c = b_chunk(j);
+            const int k = ka + (c - c_lo) * 16; // from the row's chunk c_lo, where q_src points
             const bool live = q_live[j % kRowsB] && k + c_lo * 16 < a.ldq;
             coli_cp_async16(st + r * 128 + ((c ^ r_lo) * 16), q_src[j % kRowsB] + (live ? k : 0), live);
         }
@@ -356,13 +359,39 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
             }
         }
         const WgmmaTile ct = wgmma_tile(a, blockIdx.x + k * gridDim.x, o_tiles, NB);
+        // The row scales before the stores, a chunk of kJ activation row groups at a time: y may
+        // alias sx and scales as far as the compiler knows, so a load between stores waited one
+        // global latency per output (8.6% of the G4 halves kernel's stall samples, 12% of Q4's,
+        // docs/performance.md). Q4 takes chunks of 2: at 2 blocks per multiprocessor (128 registers)
+        // its 64 accumulators leave no room for more without spilling.
+        constexpr int kJ = FMT == kQ4 ? 2 : NB / 8;
+        float so[2];
 #pragma unroll
-        for (int j = 0; j < NB / 8; ++j) {
-            for (int e = 0; e < 4; ++e) {
-                const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * j + 2 * t + (e & 1);
-                if (s >= ct.S || o >= a.O) continue;
-                ct.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[4 * j + e], ct.sx[s])
-                                                       : coli_exact_row_output(acc[4 * j + e] >> 4, ct.scales[o], ct.sx[s]);
+        for (int h = 0; h < 2; ++h) {
+            const int o = ct.o0 + a_row + 8 * h;
+            so[h] = FMT == kQ4 && o < a.O ? ct.scales[o] : 0.0f;
+        }
+#pragma unroll
+        for (int j0 = 0; j0 < NB / 8; j0 += kJ) {
+            float sx[kJ][2];
+#pragma unroll
+            for (int j = 0; j < kJ; ++j) {
+#pragma unroll
+                for (int b = 0; b < 2; ++b) {
+                    const int s = ct.s0 + 8 * (j0 + j) + 2 * t + b;
+                    sx[j][b] = s < ct.S ? ct.sx[s] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kJ; ++j) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * (j0 + j) + 2 * t + (e & 1);
+                    if (s >= ct.S || o >= a.O) continue;
+                    const int i = 4 * (j0 + j) + e;
+                    ct.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[i], sx[j][e & 1])
+                                                           : coli_exact_row_output(acc[i] >> 4, so[e >> 1], sx[j][e & 1]);
+                }
             }
         }
     }
