@@ -365,28 +365,25 @@ __global__ void __launch_bounds__(kWgThreads, FMT == kQ4 || NB == 64 ? 2 : 1) wg
         // docs/performance.md). Q4 takes chunks of 2: at 2 blocks per multiprocessor (128 registers)
         // its 64 accumulators leave no room for more without spilling.
         constexpr int kJ = FMT == kQ4 ? 2 : NB / 8;
+        // Accumulator 4 * j + e holds output row out_o(e >> 1) of activation row out_s(j, e & 1).
+        auto out_o = [&](int h) { return ct.o0 + a_row + 8 * h; };
+        auto out_s = [&](int j, int b) { return ct.s0 + 8 * j + 2 * t + b; };
         float so[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int o = ct.o0 + a_row + 8 * h;
-            so[h] = FMT == kQ4 && o < a.O ? ct.scales[o] : 0.0f;
-        }
+        for (int h = 0; h < 2; ++h) so[h] = FMT == kQ4 && out_o(h) < a.O ? ct.scales[out_o(h)] : 0.0f;
 #pragma unroll
         for (int j0 = 0; j0 < NB / 8; j0 += kJ) {
             float sx[kJ][2];
 #pragma unroll
             for (int j = 0; j < kJ; ++j) {
 #pragma unroll
-                for (int b = 0; b < 2; ++b) {
-                    const int s = ct.s0 + 8 * (j0 + j) + 2 * t + b;
-                    sx[j][b] = s < ct.S ? ct.sx[s] : 0.0f;
-                }
+                for (int b = 0; b < 2; ++b) sx[j][b] = out_s(j0 + j, b) < ct.S ? ct.sx[out_s(j0 + j, b)] : 0.0f;
             }
 #pragma unroll
             for (int j = 0; j < kJ; ++j) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int o = ct.o0 + a_row + (e >= 2 ? 8 : 0), s = ct.s0 + 8 * (j0 + j) + 2 * t + (e & 1);
+                    const int o = out_o(e >> 1), s = out_s(j0 + j, e & 1);
                     if (s >= ct.S || o >= a.O) continue;
                     const int i = 4 * (j0 + j) + e;
                     ct.y[(size_t)s * a.O + o] = FMT == kG4 ? coli_fmul_rn(tsum[i], sx[j][e & 1])
