@@ -98,9 +98,11 @@ template <int FMT> __device__ inline float float_code(unsigned u, int j) {
 // Pieces per lane and row loaded before any is used, unless a kernel says otherwise.
 COLI_HD constexpr int vec_pieces_in_flight(bool exact) { return exact ? 4 : 8; }
 
-// Exact G4 at one activation row: shared-memory slots per 32-lane group for its rows' group
-// products (R x groups per row: the decode downs' 8 x 16 and the gate/up pairs' 2 x 48 at
-// gs = 128; matvec_rows). Rows with more groups add in the loop.
+// Exact G4 at one activation row: shared-memory slots per 32-lane group for its rows' piece sums
+// (R x pieces per row: the decode downs' 8 x 64 and the gate/up pairs' 2 x 192 wide pieces) and
+// group products (R x groups: 8 x 16 and 2 x 48 at gs = 128; matvec_rows). Rows with more pieces
+// or groups add in the loop.
+constexpr int kG4StagedPieces = 512;
 constexpr int kG4StagedGroups = 128;
 
 // The R weight rows of a 32-lane group and their scales ([ng] each).
@@ -145,14 +147,36 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
     if (EXACT && FMT == kG4) {
         while ((1 << group_shift) < group_pieces) ++group_shift;
     }
-    // Exact G4 at one activation row (decode): each scale group's first lane stores the group's
-    // product (its sum x its scale, rounded once) in shared memory, and after the loop lane r adds
-    // row r's in group order. Adding them in the loop (every lane, by shuffles, per step) gave the
-    // exact G4 decode group 2.4x the instructions of Q4's (92 against 50 us on the H200).
+    // Exact G4 at one activation row (decode): every lane stores its pieces' integer sums in
+    // shared memory (no shuffles, no scales in the loop). After it the group products (sum x
+    // scale, rounded once) are dealt out to the lanes as pairs p = r x groups + g (KP per lane,
+    // their scales loaded before the loop: loaded after it, they cost the decode group a memory
+    // round trip, 74.5 -> 89 us on an H100), and lane r adds row r's in group order. Adding them
+    // in the loop (every lane, by shuffles, per step) gave the exact G4 decode group 2.4x the
+    // instructions of Q4's (92 against 50 us on the H200).
     constexpr bool STAGEABLE = EXACT && FMT == kG4 && ST == 1;
-    const bool staged = STAGEABLE && R * a.ng <= kG4StagedGroups;
+    constexpr int KP = STAGEABLE ? kG4StagedGroups / kRowLanes : 1;
+    const bool staged = STAGEABLE && R * pieces <= kG4StagedPieces && R * a.ng <= kG4StagedGroups;
+    __shared__ __align__(16) int g4_piece_sums[STAGEABLE ? kRowsPerBlock * kG4StagedPieces : 1];
     __shared__ float g4_products[STAGEABLE ? kRowsPerBlock * kG4StagedGroups : 1];
-    const int slot0 = STAGEABLE ? (int)(threadIdx.x / kRowLanes) * kG4StagedGroups : 0;
+    const int warp_in_block = (int)(threadIdx.x / kRowLanes);
+    const int piece_slot0 = STAGEABLE ? warp_in_block * kG4StagedPieces : 0, slot0 = STAGEABLE ? warp_in_block * kG4StagedGroups : 0;
+    const auto pair_row = [&](int pair) { // R compile-time compares, no division, no indexed rows
+        int r = 0;
+#pragma unroll
+        for (int rr = 1; rr < R; ++rr) r += pair >= rr * a.ng;
+        return r;
+    };
+    float held_scale[KP];
+    if (staged) {
+        for (int k = 0; k < KP; ++k) {
+            const int pair = lane + kRowLanes * k, r = pair_row(pair);
+            const float *scales = rows.scales[0];
+#pragma unroll
+            for (int rr = 1; rr < R; ++rr) scales = r == rr ? rows.scales[rr] : scales;
+            held_scale[k] = pair < R * a.ng ? scales[pair - r * a.ng] : 0.0f;
+        }
+    }
 
     int iacc[R][ST];
     float facc[R][ST];
@@ -164,8 +188,9 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
     }
     for (int base = 0; base < pieces; base += kRowLanes * U) {
         unsigned raw[U][R][(WB + 3) / 4];
-        // G4: each piece's group scale, loaded with its weights. Loaded where the products need
-        // it, each step waited for its scale's latency in turn.
+        // G4 (but exact at one row): each piece's group scale, loaded with its weights. Loaded
+        // where the products need it, each step waited for its scale's latency in turn.
+        constexpr bool SCALES_WITH_WEIGHTS = FMT == kG4 && !STAGEABLE;
         float piece_scale[U][R];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -173,7 +198,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
             for (int r = 0; r < R; ++r) {
                 if (pc < pieces) load_piece<WB>(rows.w[r] + (size_t)pc * WB, raw[u][r]);
                 else for (int k = 0; k < (WB + 3) / 4; ++k) raw[u][r][k] = 0u;
-                if (FMT == kG4) {
+                if (SCALES_WITH_WEIGHTS) {
                     const int pl = min(pc, pieces - 1);
                     piece_scale[u][r] = rows.scales[r][EXACT ? pl >> group_shift : scale_group(a, pl * PIECE)];
                 }
@@ -207,13 +232,9 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                 if (FMT != kG4) {
                     for (int r = 0; r < R; ++r)
                         for (int s = 0; s < ST; ++s) iacc[r][s] += part[r][s];
-                } else if (staged && base + u * kRowLanes < pieces) {
-                    for (int r = 0; r < R; ++r) {
-                        int sum = part[r][0];
-                        for (int m = 1; m < group_pieces; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
-                        if (live && (lane & (group_pieces - 1)) == 0) {
-                            g4_products[slot0 + r * a.ng + (pc >> group_shift)] = coli_fmul_rn((float)sum, piece_scale[u][r]);
-                        }
+                } else if (staged) {
+                    if (live) {
+                        for (int r = 0; r < R; ++r) g4_piece_sums[piece_slot0 + r * pieces + pc] = part[r][0];
                     }
                 } else if (base + u * kRowLanes < pieces) {
                     // The contract's G4 epilogue, t = t + acc_g * scale_g in group order: sum
@@ -221,7 +242,9 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                     // groups in lane (= group) order. Every lane computes the same t.
                     const int first = base + u * kRowLanes;
                     for (int r = 0; r < R; ++r) {
-                        const float scale = piece_scale[u][r];
+                        // (exact at one row: a shape too large to stage, loaded here)
+                        const float scale = SCALES_WITH_WEIGHTS ? piece_scale[u][r]
+                                                                : rows.scales[r][min(pc, pieces - 1) >> group_shift];
                         for (int s = 0; s < ST; ++s) {
                             int sum = part[r][s];
                             for (int m = 1; m < group_pieces; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
@@ -255,6 +278,25 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
         }
     }
     if (staged) {
+        coli_sync_lanes();
+        for (int k = 0; k < KP; ++k) {
+            const int pair = lane + kRowLanes * k;
+            if (pair < R * a.ng) {
+                const int r = pair_row(pair), first = (pair - r * a.ng) * group_pieces;
+                const int n = min(group_pieces, pieces - first); // a partial last group has fewer
+                const int *sums = g4_piece_sums + piece_slot0 + r * pieces + first;
+                int sum = 0;
+                if (n % 4 == 0 && (r * pieces + first) % 4 == 0) {
+                    for (int j = 0; j < n; j += 4) {
+                        const int4 v = *(const int4 *)(sums + j);
+                        sum += v.x + v.y + v.z + v.w;
+                    }
+                } else {
+                    for (int j = 0; j < n; ++j) sum += sums[j];
+                }
+                g4_products[slot0 + pair] = coli_fmul_rn((float)sum, held_scale[k]);
+            }
+        }
         coli_sync_lanes();
         float t = 0.0f;
         if (lane < R) {

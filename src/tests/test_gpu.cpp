@@ -245,12 +245,13 @@ const Shape kShapes[] = {
     {COLI_FORMAT_Q2, 19, 125, 0, 2},     {COLI_FORMAT_Q2, 24, 192, 0, 5},     {COLI_FORMAT_Q2, 70, 6144, 0, 1},
     {COLI_FORMAT_G4, 20, 224, 32, 1},    {COLI_FORMAT_G4, 48, 256, 64, 3},    {COLI_FORMAT_G4, 2048, 6144, 128, 8},
     {COLI_FORMAT_G4, 30, 2048, 1024, 9}, {COLI_FORMAT_G4, 17, 1000, 32, 6},
-    // Exact G4 at one row with its group products staged in shared memory (kG4StagedGroups) and a
-    // partial last group (992 codes in groups of 64), and at 3 rows (added in the loop); with more
-    // groups than the slots hold (gs = 32 at I = 6144: added in the loop) at 1 and 5 rows; float
-    // G4 with groups of 6 pieces (gs = 24: scale_group's divisor not a power of two).
+    // Exact G4 at one row with its piece sums and group products staged in shared memory
+    // (kG4StagedPieces, kG4StagedGroups) and a partial last group (992 codes in groups of 64), and
+    // at 3 rows (added in the loop); with more groups than the slots hold (gs = 32 at I = 6144:
+    // added in the loop) at 1 and 5 rows, and more pieces (I = 16384 in groups of 512); float G4
+    // with groups of 6 pieces (gs = 24: scale_group's divisor not a power of two).
     {COLI_FORMAT_G4, 24, 992, 64, 1},    {COLI_FORMAT_G4, 24, 992, 64, 3},    {COLI_FORMAT_G4, 40, 6144, 32, 1},
-    {COLI_FORMAT_G4, 40, 6144, 32, 5},   {COLI_FORMAT_G4, 33, 480, 24, 2},
+    {COLI_FORMAT_G4, 40, 6144, 32, 5},   {COLI_FORMAT_G4, 24, 16384, 512, 1}, {COLI_FORMAT_G4, 33, 480, 24, 2},
     // The split path's shapes (rows of whole 512-byte segments) with an odd O (a last pair of one
     // row), G4 units of 1 lane, and more rows than a block's ST.
     {COLI_FORMAT_Q4, 33, 1024, 0, 3},    {COLI_FORMAT_G4, 35, 1024, 32, 1},   {COLI_FORMAT_Q8, 9, 512, 0, 11},
