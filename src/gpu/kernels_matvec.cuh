@@ -248,7 +248,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                         for (int s = 0; s < ST; ++s) {
                             int sum = part[r][s];
                             for (int m = 1; m < group_pieces; m <<= 1) sum += coli_shfl_xor(sum, m, kRowLanes);
-                            const float prod = coli_fmul_rn((float)sum, scale);
+                            const float prod = coli_exact_group_product(sum, scale);
                             for (int leader = 0; leader < kRowLanes && first + leader < pieces; leader += group_pieces) {
                                 facc[r][s] = coli_fadd_rn(facc[r][s], coli_shfl(prod, leader, kRowLanes));
                             }
@@ -294,7 +294,7 @@ __device__ inline void matvec_rows(const BatchArgs &a, const GroupRows<R> &rows,
                 } else {
                     for (int j = 0; j < n; ++j) sum += sums[j];
                 }
-                g4_products[slot0 + pair] = coli_fmul_rn((float)sum, held_scale[k]);
+                g4_products[slot0 + pair] = coli_exact_group_product(sum, held_scale[k]);
             }
         }
         coli_sync_lanes();

@@ -92,8 +92,10 @@ COLI_HD inline float coli_exact_row_output(int32_t acc, float scale, float sx) {
 }
 
 // G4: t starts at +0 and takes t + (float)acc_g * scale_g for g = 0, 1, ... in order; y = t * sx.
+// The group's product, rounded once (kernels that make the products apart from the in-order sum).
+COLI_HD inline float coli_exact_group_product(int32_t acc_g, float scale_g) { return coli_fmul_rn((float)acc_g, scale_g); }
 COLI_HD inline float coli_exact_group_step(float t, int32_t acc_g, float scale_g) {
-    return coli_fadd_rn(t, coli_fmul_rn((float)acc_g, scale_g));
+    return coli_fadd_rn(t, coli_exact_group_product(acc_g, scale_g));
 }
 
 // (float)v for |v| <= 2^22 without an int -> float conversion: the bits 0x4B400000 + v are the
