@@ -8,15 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/clones.h"
+#include "cpu/exact_sums.h"
 #include "formats/quantize.h"
 #include "numerics/exact_math.h"
 
-// GCC/Clang function multi-versioning: an AVX2 clone chosen at load time, plus the baseline.
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#define COLI_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define COLI_CPU_CLONES
-#endif // x86-64 Linux
 
 namespace coli::cpu {
 
@@ -149,102 +145,85 @@ void run_block_float(const WeightsView &W, int64_t o0, int n, FloatScratch &f, c
 }
 
 // Exact mode: integer sums are exact in any order, so each dot product runs straight over the
-// packed bytes of a row and the compiler may vectorise and reassociate freely. To keep the loops
-// contiguous, the activation codes of Q4/G4 (Q2) rows are split into 2 (4) streams by position
-// within a byte: stream k holds q[P*j + k] (P codes per byte), zero-padded to whole bytes, so a
-// padded position contributes 0 whatever its code.
+// packed bytes of a row (exact_sums.h). To keep the loops contiguous, the activation codes of
+// Q4/G4 (Q2) rows are split into 2 (4) streams by position within a byte: stream k holds
+// q[P*j + k] (P codes per byte), zero-padded to whole bytes, so a padded position contributes 0
+// whatever its code. code_sums[s][g] = sum of row s's codes over group g turns the kernels' raw
+// sums of unsigned fields into the sums of codes.
 struct ActivationCodes {
     int per_byte = 1;    // P: 1 (Q8), 2 (Q4, G4), 4 (Q2)
     int64_t stream = 0;  // length of one stream: ceil(I / P)
+    int64_t groups = 1;  // G4's groups per row, 1 otherwise
     std::vector<int8_t> q; // [S][P][stream]
     std::vector<float> sx; // [S]
+    std::vector<int32_t> code_sums; // [S][groups]
 
-    const int8_t *row(int64_t s) const { return q.data() + s * per_byte * stream; }
+    int64_t stride() const { return per_byte * stream; }
+    const int8_t *row(int64_t s) const { return q.data() + s * stride(); }
 };
 
 ActivationCodes quantize_activations(const Layout &L, const float *x, int64_t S) {
     ActivationCodes a;
     a.per_byte = L.fmt == COLI_FORMAT_Q8 ? 1 : L.fmt == COLI_FORMAT_Q2 ? 4 : 2;
     a.stream = (L.I + a.per_byte - 1) / a.per_byte;
-    a.q.assign(static_cast<size_t>(S * a.per_byte * a.stream), 0);
+    a.groups = L.fmt == COLI_FORMAT_G4 ? L.groups : 1;
+    a.q.assign(static_cast<size_t>(S * a.stride()), 0);
     a.sx.resize(static_cast<size_t>(S));
+    a.code_sums.assign(static_cast<size_t>(S * a.groups), 0);
+    const int64_t gs = L.group_size();
     std::vector<int8_t> codes(static_cast<size_t>(L.I));
     for (int64_t s = 0; s < S; ++s) {
         a.sx[s] = coli_quantize_row(x + s * L.I, L.I, codes.data());
-        int8_t *dst = a.q.data() + s * a.per_byte * a.stream;
-        for (int64_t i = 0; i < L.I; ++i) dst[(i % a.per_byte) * a.stream + i / a.per_byte] = codes[i];
+        int8_t *dst = a.q.data() + s * a.stride();
+        int32_t *sums = a.code_sums.data() + s * a.groups;
+        for (int64_t i = 0; i < L.I; ++i) {
+            dst[(i % a.per_byte) * a.stream + i / a.per_byte] = codes[i];
+            sums[i / gs] += codes[i];
+        }
     }
     return a;
 }
 
-// Dot products over bytes [b0, b1) of a row.
-COLI_CPU_CLONES
-int32_t dot_q8(const int8_t *q, const uint8_t *row, int64_t b0, int64_t b1) {
-    int32_t acc = 0;
-    for (int64_t j = b0; j < b1; ++j) acc += q[j] * static_cast<int8_t>(row[j]);
-    return acc;
-}
-
-// Not a clone itself: inlined into the clones below, so each compiles it for its own target.
-inline int32_t dot_q4_bytes(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
-    const int8_t *lo = q, *hi = q + stream;
-    int32_t acc = 0;
-    for (int64_t j = b0; j < b1; ++j) acc += lo[j] * ((row[j] & 15) - 8) + hi[j] * ((row[j] >> 4) - 8);
-    return acc;
-}
-
-COLI_CPU_CLONES
-int32_t dot_q4(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
-    return dot_q4_bytes(q, stream, row, b0, b1);
-}
-
-// A G4 row's t = sum over groups in order of (float)acc_g * scale_g, in one call: a call per
-// group (64 bytes at gs = 128) through the clone dispatch cost as much as its dot product.
-COLI_CPU_CLONES
-float g4_row_sum(const int8_t *q, int64_t stream, const uint8_t *row, const float *scales, const Layout &L) {
-    const int64_t gs_bytes = L.gs / 2; // gs is a multiple of 8; a stream holds one code per row byte
-    float t = 0.0f;
-    for (int64_t g = 0; g < L.groups; ++g) {
-        const int64_t b0 = g * gs_bytes;
-        t = coli_exact_group_step(t, dot_q4_bytes(q, stream, row, b0, std::min(b0 + gs_bytes, stream)), scales[g]);
-    }
-    return t;
-}
-
-COLI_CPU_CLONES
-int32_t dot_q2(const int8_t *q, int64_t stream, const uint8_t *row, int64_t b0, int64_t b1) {
-    const int8_t *q0 = q, *q1 = q + stream, *q2 = q + 2 * stream, *q3 = q + 3 * stream;
-    int32_t acc = 0;
-    for (int64_t j = b0; j < b1; ++j) {
-        const int b = row[j];
-        acc += q0[j] * ((b & 3) - 2) + q1[j] * (((b >> 2) & 3) - 2) + q2[j] * (((b >> 4) & 3) - 2) +
-               q3[j] * ((b >> 6) - 2);
-    }
-    return acc;
-}
-
-// Dot product of activation row s with a whole per-row-scaled row (Q8, Q4, Q2): its bytes are
-// the streams' length.
-int32_t dot_codes(const Layout &L, const ActivationCodes &a, int64_t s, const uint8_t *row) {
-    switch (L.fmt) {
-    case COLI_FORMAT_Q8: return dot_q8(a.row(s), row, 0, a.stream);
-    case COLI_FORMAT_Q2: return dot_q2(a.row(s), a.stream, row, 0, a.stream);
-    default: return dot_q4(a.row(s), a.stream, row, 0, a.stream);
-    }
-}
-
-void run_rows_exact(const WeightsView &W, int64_t o0, int64_t o1, const ActivationCodes &a, float *y, int64_t S) {
+// Rows [o0, o1) against every activation row, kMaxRows activation rows per kernel call.
+void run_rows_exact(const ExactSums &kernels, const WeightsView &W, int64_t o0, int64_t o1, const ActivationCodes &a,
+                    float *y, int64_t S) {
     const Layout &L = W.L;
+    const bool g4 = L.fmt == COLI_FORMAT_G4;
+    const RawSumFn fn = L.fmt == COLI_FORMAT_Q8 ? kernels.q8 : L.fmt == COLI_FORMAT_Q2 ? kernels.q2 : kernels.q4;
+    const int32_t offset = raw_offset(L.fmt);
+    std::vector<int32_t> raw(static_cast<size_t>(kMaxRows * a.groups));
+    RawSumArgs args;
+    args.q_stride = a.stride();
+    args.stream = a.stream;
+    args.group_bytes = g4 ? L.gs / 2 : a.stream; // gs is even: a group is whole bytes of each stream
+    args.groups = a.groups;
+    args.out = raw.data();
     for (int64_t o = o0; o < o1; ++o) {
-        const uint8_t *row = W.weights + static_cast<size_t>(o) * L.row_bytes;
-        for (int64_t s = 0; s < S; ++s) {
-            if (L.fmt == COLI_FORMAT_G4) {
-                y[s * L.O + o] = coli_fmul_rn(g4_row_sum(a.row(s), a.stream, row, W.scales + o * L.groups, L), a.sx[s]);
-            } else {
-                y[s * L.O + o] = coli_exact_row_output(dot_codes(L, a, s, row), W.scales[o], a.sx[s]);
+        args.row = W.weights + static_cast<size_t>(o) * L.row_bytes;
+        for (int64_t s0 = 0; s0 < S; s0 += kMaxRows) {
+            args.ns = static_cast<int>(std::min<int64_t>(kMaxRows, S - s0));
+            args.q = a.row(s0);
+            fn(args);
+            for (int k = 0; k < args.ns; ++k) {
+                const int64_t s = s0 + k;
+                const int32_t *r = raw.data() + k * a.groups, *code_sums = a.code_sums.data() + s * a.groups;
+                if (g4) {
+                    const float *scales = W.scales + o * L.groups;
+                    float t = 0.0f;
+                    for (int64_t g = 0; g < L.groups; ++g)
+                        t = coli_exact_group_step(t, exact_sum(r[g], offset, code_sums[g]), scales[g]);
+                    y[s * L.O + o] = coli_fmul_rn(t, a.sx[s]);
+                } else {
+                    y[s * L.O + o] = coli_exact_row_output(exact_sum(r[0], offset, code_sums[0]), W.scales[o], a.sx[s]);
+                }
             }
         }
     }
+}
+
+const ExactSums &best_exact_sums() {
+    static const ExactSums &best = exact_sums_avx2() ? *exact_sums_avx2() : exact_sums_generic();
+    return best;
 }
 
 // Below this many multiply-adds a call stays on the calling thread.
@@ -255,7 +234,9 @@ constexpr double kParallelWork = 1 << 22;
 void set_threads(int n) { g_threads.store(std::max(1, n)); }
 int threads() { return g_threads.load(); }
 
-void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numerics) {
+namespace {
+
+void matmul_with(const ExactSums &kernels, const WeightsView &W, const float *x, float *y, int64_t S, int numerics) {
     const Layout &L = W.L;
     const bool exact = numerics == COLI_NUMERICS_EXACT;
     const ActivationCodes codes = exact ? quantize_activations(L, x, S) : ActivationCodes{};
@@ -273,7 +254,7 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
             const int64_t o0 = k * kLanes;
             const int n = static_cast<int>(std::min<int64_t>(kLanes, L.O - o0));
             if (exact) {
-                run_rows_exact(W, o0, o0 + n, codes, y, S);
+                run_rows_exact(kernels, W, o0, o0 + n, codes, y, S);
             } else {
                 run_block_float(W, o0, n, scratch, x, y, S);
             }
@@ -299,6 +280,18 @@ void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numer
     worker();
     for (auto &t : pool) t.join();
     if (error) std::rethrow_exception(error);
+}
+
+} // namespace
+
+const char *exact_sums_name() { return best_exact_sums().name; }
+
+void matmul(const WeightsView &W, const float *x, float *y, int64_t S, int numerics) {
+    matmul_with(best_exact_sums(), W, x, y, S, numerics);
+}
+
+void matmul_generic(const WeightsView &W, const float *x, float *y, int64_t S, int numerics) {
+    matmul_with(exact_sums_generic(), W, x, y, S, numerics);
 }
 
 } // namespace coli::cpu

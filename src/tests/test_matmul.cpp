@@ -149,6 +149,79 @@ TEST_CASE("every registered variant equals the reference bit for bit in both mod
     cpu::set_threads(1);
 }
 
+namespace {
+
+// A matrix of the given raw bytes (every value a file may hold) and random positive scales.
+Quantized raw_matrix(int fmt, int64_t O, int64_t I, int64_t gs, uint64_t seed, int fill) {
+    Quantized q;
+    std::string why;
+    REQUIRE(make_layout(fmt, O, I, gs, &q.L, &why));
+    Rng r(seed);
+    q.weights.resize(q.L.weight_bytes);
+    for (uint8_t &b : q.weights) b = static_cast<uint8_t>(fill >= 0 ? fill : r.next());
+    q.scales.resize(q.L.scale_count);
+    for (float &sc : q.scales) sc = static_cast<float>(0.001 + 0.01 * r.uniform());
+    return q;
+}
+
+} // namespace
+
+// The exact kernels multiply unsigned fields by activation codes in saturating 16-bit pairs and
+// subtract the fields' offset afterwards (src/cpu/exact_sums.h): the extremes of both operands
+// and every group-size / tail / row-count combination must still give the reference's sums.
+TEST_CASE("exact mode: every variant equals the reference at the codes' extremes, all bytes, 1-9 rows",
+          "[matmul][cpu]") {
+    struct Case { int fmt; int64_t I, gs; };
+    const Case cases[] = {
+        {COLI_FORMAT_Q8, 2048, 0}, {COLI_FORMAT_Q8, 77, 0},   {COLI_FORMAT_Q4, 2048, 0},  {COLI_FORMAT_Q4, 131, 0},
+        {COLI_FORMAT_Q2, 2048, 0}, {COLI_FORMAT_Q2, 259, 0},  {COLI_FORMAT_G4, 2048, 128}, {COLI_FORMAT_G4, 1024, 64},
+        {COLI_FORMAT_G4, 608, 32}, {COLI_FORMAT_G4, 1000, 200}, {COLI_FORMAT_G4, 100, 8},
+    };
+    // Activation rows: all +127 codes, alternating +-127, and random ones.
+    auto activations = [](int kind, int64_t S, int64_t I) {
+        std::vector<float> x = random_normal(static_cast<size_t>(S * I), 77 + I);
+        if (kind < 2)
+            for (size_t i = 0; i < x.size(); ++i) x[i] = kind == 0 || i % 2 == 0 ? 1.0f : -1.0f;
+        return x;
+    };
+    for (const MatmulVariant &v : matmul_variants()) {
+        for (const Case &c : cases) {
+            // Bytes: Q8 -128 and 127, Q4/G4 codes -8 and 7, Q2 -2 and 1 in every field; random.
+            for (int fill : {0x80, 0x7F, 0x00, 0xFF, -1}) {
+                const Quantized q = raw_matrix(c.fmt, 5, c.I, c.gs, 900 + c.I, fill);
+                for (int kind : {0, 1, 2}) {
+                    for (int64_t S : {1, 2, 3, 4, 5, 9}) {
+                        INFO(v.name << " " << format_name(c.fmt) << " I=" << c.I << " gs=" << c.gs << " fill=" << fill
+                                    << " activations=" << kind << " S=" << S);
+                        const std::vector<float> x = activations(kind, S, c.I);
+                        const std::vector<float> want = run(ref::matmul, q, x, S, COLI_NUMERICS_EXACT);
+                        const std::vector<float> got = run(v.fn, q, x, S, COLI_NUMERICS_EXACT);
+                        CHECK(count_bit_differences(want.data(), got.data(), want.size()) == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// A Q4 row of 1.5M inputs, every code 7 against codes 127: the sum 7 * 127 * I fits in int32
+// (exact_max_inputs), the kernels' raw sum of fields 15 * 127 * I does not, and must wrap back.
+TEST_CASE("exact mode: a raw sum past INT32_MAX still gives the exact sum", "[matmul][cpu]") {
+    const int64_t I = 1500000;
+    REQUIRE(I <= exact_max_inputs(COLI_FORMAT_Q4));
+    REQUIRE(15.0 * 127.0 * static_cast<double>(I) > static_cast<double>(INT32_MAX));
+    for (int fmt : {COLI_FORMAT_Q4, COLI_FORMAT_G4}) {
+        const Quantized q = raw_matrix(fmt, 2, I, fmt == COLI_FORMAT_G4 ? I : 0, 5, 0xFF);
+        const std::vector<float> x(static_cast<size_t>(I), 1.0f);
+        const std::vector<float> want = run(ref::matmul, q, x, 1, COLI_NUMERICS_EXACT);
+        REQUIRE(want[0] > 0.0f);
+        for (const MatmulVariant &v : matmul_variants()) {
+            INFO(v.name << " " << format_name(fmt));
+            CHECK(count_bit_differences(want.data(), run(v.fn, q, x, 1, COLI_NUMERICS_EXACT).data(), want.size()) == 0);
+        }
+    }
+}
+
 TEST_CASE("the CPU backend splits large calls across threads without changing a bit", "[matmul][cpu]") {
     // 640 x 2048 x 4 = 5.2M multiply-adds: above the threshold where threads start.
     const Quantized q = random_quantized(COLI_FORMAT_Q4, 640, 2048, 0, 7);
