@@ -1,16 +1,24 @@
 // CPU expert benchmarks: the fused expert MLP and the top-8 expert group at the GLM-5 expert
 // shapes (gate/up 2048x6144, down 6144x2048), for every registered host matmul variant
 // (src/registry.h), format and numerics mode: the CPU side of coli-bench-gpu's BM_gpu_group8 and
-// BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second. BM_group8_staging:
-// the host staging of a GPU group call's activations, which needs no GPU.
+// BM_api_expert_mlp. Counters: weight bytes per second and FLOP per second; every BM_group8 adds
+// fraction_of_read_bandwidth, against a probe of the read below made once at first use.
+// BM_cpu_limit: the CPU's read bandwidth over a buffer the size of the top-8 group's weights, the
+// decode group's roofline, on the same threads. BM_group8_staging: the host staging of a GPU
+// group call's activations, which needs no GPU.
 //
 //   coli-bench-expert --benchmark_filter='cpu_backend/Q4' --benchmark_format=json
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "cpu/clones.h"
 #include "cpu/matmul_cpu.h"
 #include "gpu/group_inputs.h"
 #include "ref/expert_ref.h"
@@ -64,6 +72,66 @@ void bench_expert_mlp(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
     counters(state, e.bytes(), mlp_flops(S));
 }
 
+// Sum of words [0, n): four sums, so the loads, not one add chain, set the pace.
+COLI_CPU_CLONES uint64_t sum_words(const uint64_t *w, size_t n) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a += w[i];
+        b += w[i + 1];
+        c += w[i + 2];
+        d += w[i + 3];
+    }
+    for (; i < n; ++i) a += w[i];
+    return a + b + c + d;
+}
+
+constexpr size_t kGroupBytes = 151000000; // the top-8 Q4 group's weights (bench/top8_group.h)
+
+// One pass over the buffer, split across cpu::threads() threads as the matmuls are.
+void read_pass(const std::vector<uint64_t> &buffer, std::vector<uint64_t> &sums) {
+    const size_t words = buffer.size(), n = sums.size(), share = (words + n - 1) / n;
+    auto part = [&](size_t t) {
+        const size_t b = std::min(words, t * share);
+        sums[t] = sum_words(buffer.data() + b, std::min(words, b + share) - b);
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(part, t);
+    part(0);
+    for (auto &th : pool) th.join();
+}
+
+void bench_read_bandwidth(benchmark::State &state) {
+    const std::vector<uint64_t> buffer(static_cast<size_t>(state.range(0)) / sizeof(uint64_t), 1); // pages resident
+    std::vector<uint64_t> sums(static_cast<size_t>(std::max(1, cpu::threads())));
+    for (auto _ : state) {
+        read_pass(buffer, sums);
+        benchmark::DoNotOptimize(sums.data());
+    }
+    state.counters["bytes_per_second"] = benchmark::Counter(static_cast<double>(buffer.size() * sizeof(uint64_t)),
+                                                            benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["threads"] = static_cast<double>(sums.size());
+}
+
+// Bytes per second at kGroupBytes, the median of 9 passes, measured once: the denominator of
+// the group's fraction_of_read_bandwidth (the fastest pass of a VM runs well above the rest).
+double group_read_bandwidth() {
+    static const double bw = [] {
+        const std::vector<uint64_t> buffer(kGroupBytes / sizeof(uint64_t), 1);
+        std::vector<uint64_t> sums(static_cast<size_t>(std::max(1, cpu::threads())));
+        std::vector<double> seconds;
+        for (int pass = 0; pass < 9; ++pass) {
+            const auto t0 = std::chrono::steady_clock::now();
+            read_pass(buffer, sums);
+            benchmark::DoNotOptimize(sums.data());
+            seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::nth_element(seconds.begin(), seconds.begin() + 4, seconds.end());
+        return static_cast<double>(buffer.size() * sizeof(uint64_t)) / seconds[4];
+    }();
+    return bw;
+}
+
 // The top-8 group of coli-bench-gpu (top8_group.h) on the CPU.
 void bench_group8(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
     Top8Group w = top8_group(state.range(0));
@@ -85,6 +153,8 @@ void bench_group8(benchmark::State &state, MatmulFn fn, int fmt, int mode) {
         benchmark::ClobberMemory();
     }
     counters(state, bytes, mlp_flops(w.total));
+    state.counters["fraction_of_read_bandwidth"] =
+        benchmark::Counter(bytes / group_read_bandwidth(), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The host staging of a GPU expert-group call (gpu/group_inputs.h): find the rows that repeat the
@@ -105,6 +175,8 @@ void bench_group_staging(benchmark::State &state) {
 }
 
 void register_all() {
+    // As coli-bench-gpu's BM_limit/read_bandwidth/151000000.
+    benchmark::RegisterBenchmark("BM_cpu_limit/read_bandwidth", bench_read_bandwidth)->Arg(kGroupBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
     benchmark::RegisterBenchmark("BM_group8_staging", bench_group_staging)->ArgName("rows_per_expert")->Arg(1)->Arg(4)->Unit(benchmark::kMicrosecond);
     const int formats[] = {COLI_FORMAT_Q8, COLI_FORMAT_Q4, COLI_FORMAT_Q2, COLI_FORMAT_G4};
     for (const MatmulVariant &v : matmul_variants()) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes their JSON into bench/results/, named after the device and the
-# commit: <device>-<commit>-gpu.json (coli-bench-gpu), <cpu>-<commit>-cpu.json (CPU backend matmul) and
+# commit: <device>-<commit>-gpu.json (coli-bench-gpu), <cpu>-<commit>-cpu.json (CPU backend matmul, both exact paths) and
 # <cpu>-<commit>-cpu-expert.json (CPU expert MLP and group, every host variant).
 #   bench/run_bench.sh [BUILD_DIR] [OUT_DIR] [extra Google Benchmark flags...]
 set -euo pipefail
@@ -17,7 +17,7 @@ if [[ -x $build/bench/coli-bench-gpu ]] && command -v nvidia-smi >/dev/null && n
         --benchmark_out="$out/$gpu-$commit-gpu.json" "$@"
 fi
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | slug)
-"$build/bench/coli-bench-matmul" --benchmark_filter='cpu_backend' --benchmark_format=console --benchmark_out_format=json \
+"$build/bench/coli-bench-matmul" --benchmark_filter='cpu_' --benchmark_format=console --benchmark_out_format=json \
     --benchmark_out="$out/$cpu-$commit-cpu.json" "$@"
 "$build/bench/coli-bench-expert" --benchmark_format=console --benchmark_out_format=json \
     --benchmark_out="$out/$cpu-$commit-cpu-expert.json" "$@"
