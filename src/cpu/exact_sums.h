@@ -43,6 +43,15 @@ const ExactSums &exact_sums_generic();
 // Null where the build or the CPU has no AVX2.
 const ExactSums *exact_sums_avx2();
 
+// The raw sum of byte j of a row's fields against one activation row's streams: the scalar form
+// of both implementations (the AVX2 kernels take it for the bytes past their last whole 32).
+inline int32_t raw_byte_q8(uint8_t b, const int8_t *q, int64_t, int64_t j) { return q[j] * static_cast<int8_t>(b); }
+inline int32_t raw_byte_q4(uint8_t b, const int8_t *q, int64_t st, int64_t j) { return q[j] * (b & 15) + q[st + j] * (b >> 4); }
+inline int32_t raw_byte_q2(uint8_t b, const int8_t *q, int64_t st, int64_t j) {
+    return q[j] * (b & 3) + q[st + j] * ((b >> 2) & 3) + q[2 * st + j] * ((b >> 4) & 3) + q[3 * st + j] * (b >> 6);
+}
+using RawByteFn = int32_t (*)(uint8_t, const int8_t *, int64_t, int64_t);
+
 // The offset a format's raw field carries: code = field - offset.
 inline int32_t raw_offset(int fmt) { return fmt == COLI_FORMAT_Q2 ? 2 : fmt == COLI_FORMAT_Q8 ? 0 : 8; }
 

@@ -65,13 +65,6 @@ struct Q2Bytes {
     }
 };
 
-// The scalar form of each format's raw field sum at byte j, for the bytes past the last whole 32.
-inline int32_t tail_q8(uint8_t b, const int8_t *q, int64_t, int64_t j) { return q[j] * static_cast<int8_t>(b); }
-inline int32_t tail_q4(uint8_t b, const int8_t *q, int64_t st, int64_t j) { return q[j] * (b & 15) + q[st + j] * (b >> 4); }
-inline int32_t tail_q2(uint8_t b, const int8_t *q, int64_t st, int64_t j) {
-    return q[j] * (b & 3) + q[st + j] * ((b >> 2) & 3) + q[2 * st + j] * ((b >> 4) & 3) + q[3 * st + j] * (b >> 6);
-}
-
 // acc[k] += the int32 pair sums of activation row k over the whole 32-byte chunks of [j, j1):
 // each chunk of the row is loaded and unpacked once for all NS rows.
 template <typename Bytes, int NS>
@@ -84,7 +77,7 @@ COLI_AVX2 inline void accumulate(const RawSumArgs &a, int64_t j, int64_t j1, __m
     }
 }
 
-template <typename Bytes, int NS, int32_t (*Tail)(uint8_t, const int8_t *, int64_t, int64_t)>
+template <typename Bytes, int NS, RawByteFn Tail>
 COLI_AVX2 void sums_rows(const RawSumArgs &a) {
     int64_t g = 0;
     // G4 groups of whole chunks (gs a multiple of 64), four at a time: each group's lanes fold to
@@ -122,7 +115,7 @@ COLI_AVX2 void sums_rows(const RawSumArgs &a) {
     }
 }
 
-template <typename Bytes, int32_t (*Tail)(uint8_t, const int8_t *, int64_t, int64_t)>
+template <typename Bytes, RawByteFn Tail>
 void sums(const RawSumArgs &a) {
     switch (a.ns) {
     case 1: return sums_rows<Bytes, 1, Tail>(a);
@@ -137,7 +130,7 @@ static_assert(kMaxRows == 4, "sums() dispatches 1..4 rows");
 } // namespace
 
 const ExactSums *exact_sums_avx2() {
-    static const ExactSums table = {"avx2", sums<Q8Bytes, tail_q8>, sums<Q4Bytes, tail_q4>, sums<Q2Bytes, tail_q2>};
+    static const ExactSums table = {"avx2", sums<Q8Bytes, raw_byte_q8>, sums<Q4Bytes, raw_byte_q4>, sums<Q2Bytes, raw_byte_q2>};
     static const bool has_avx2 = __builtin_cpu_supports("avx2");
     return has_avx2 ? &table : nullptr;
 }
